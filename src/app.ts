@@ -1,0 +1,72 @@
+import { Elysia, ValidationError } from "elysia";
+import { openapi } from "@elysiajs/openapi";
+import type { Context } from "./context";
+import { HttpError } from "./lib/errors";
+import { healthModule } from "./modules/health";
+
+function validationMessage(error: ValidationError): string {
+  const first = error.all[0] as { path?: string; summary?: string; message?: string } | undefined;
+  const field = first?.path ? first.path.replace(/^\//, "").replaceAll("/", ".") : "";
+  const detail = first?.summary ?? first?.message ?? "is invalid";
+  const where = error.type === "body" ? "body" : error.type;
+  return field ? `${field}: ${detail}` : `Invalid ${where}: ${detail}`;
+}
+
+interface ErrorReply {
+  status: number;
+  message: string;
+  headers?: Record<string, string>;
+}
+
+function describeError(code: string | number, error: unknown): ErrorReply | null {
+  if (error instanceof HttpError) return { status: error.status, message: error.message, headers: error.headers };
+  if (code === "VALIDATION") return { status: 400, message: validationMessage(error as ValidationError) };
+  if (code === "NOT_FOUND") return { status: 404, message: "Not found" };
+  if (code === "PARSE") return { status: 400, message: "Malformed request body" };
+  if (code === "INVALID_COOKIE_SIGNATURE") return { status: 400, message: "Invalid cookie" };
+  const status = (error as { status?: number }).status;
+  if (typeof status === "number" && status >= 400 && status < 500) return { status, message: String((error as Error).message || "Bad request") };
+  return null;
+}
+
+/** Every route group of Vigil, composed in one place. */
+export function createApp(ctx: Context) {
+  const requests = new WeakMap<Request, { id: string; start: number }>();
+  const log = ctx.log;
+  return new Elysia()
+    .onRequest(({ request, set }) => {
+      const id = request.headers.get("x-request-id")?.slice(0, 64) || crypto.randomUUID();
+      requests.set(request, { id, start: performance.now() });
+      set.headers["x-request-id"] = id;
+    })
+    .onError(({ code, error, request, set }) => {
+      let reply = describeError(code, error);
+      if (!reply) {
+        log.error("unhandled error", { requestId: requests.get(request)?.id, path: new URL(request.url).pathname, error: error as Error });
+        reply = { status: 500, message: "Internal server error" };
+      }
+      set.status = reply.status;
+      Object.assign(set.headers, reply.headers);
+      return { error: reply.message };
+    })
+    .onAfterResponse(({ request, set }) => {
+      const meta = requests.get(request);
+      log.info("request", {
+        requestId: meta?.id,
+        method: request.method,
+        path: new URL(request.url).pathname,
+        status: set.status,
+        ms: meta ? Math.round((performance.now() - meta.start) * 10) / 10 : undefined,
+      });
+    })
+    .use(
+      openapi({
+        path: "/docs",
+        specPath: "/openapi.json",
+        documentation: { info: { title: "Vigil API", version: "1.0.0", description: "Observability for AI agents" } },
+      }),
+    )
+    .use(healthModule(ctx));
+}
+
+export type App = ReturnType<typeof createApp>;

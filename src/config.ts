@@ -1,0 +1,119 @@
+import { resolve } from "node:path";
+
+export interface Config {
+  port: number;
+  host: string;
+  dataDir: string;
+  /** chdb data directory; one per process, shared by every store opened in it. */
+  chdbPath: string;
+  databaseUrl: string | null;
+  clickhouse: {
+    url: string | null;
+    user: string;
+    password: string;
+    database: string;
+    cluster: string | null;
+  };
+  publicUrl: string;
+  smtpUrl: string | null;
+  mailFrom: string;
+  pseudonymSecret: string | null;
+  otlpGrpcPort: number;
+  logLevel: "debug" | "info" | "warn" | "error" | "silent";
+  bootstrapRateLimitPerHour: number;
+  ingest: {
+    maxBodyBytes: number;
+    maxDecompressedBytes: number;
+    queueBytes: number;
+    flushRows: number;
+    flushIntervalMs: number;
+  };
+  embeddings: { baseUrl: string; apiKey: string | null; model: string } | null;
+  provider: { baseUrl: string; apiKey: string | null; model: string } | null;
+}
+
+export class ConfigError extends Error {}
+
+type Env = Record<string, string | undefined>;
+
+function intVar(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (!/^\d+$/.test(raw)) throw new ConfigError(`${name} must be an integer, got "${raw}"`);
+  const value = Number(raw);
+  if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+function urlVar(env: Env, name: string, protocols: string[]): string | null {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return null;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`${name} must be a URL`);
+  }
+  if (!protocols.includes(url.protocol)) {
+    throw new ConfigError(`${name} must use ${protocols.map((p) => p.replace(":", "")).join(" or ")}, got ${url.protocol.replace(":", "")}`);
+  }
+  return raw.replace(/\/+$/, "");
+}
+
+function enumVar<T extends string>(env: Env, name: string, values: readonly T[], fallback: T): T {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (!values.includes(raw as T)) throw new ConfigError(`${name} must be one of ${values.join(", ")}, got "${raw}"`);
+  return raw as T;
+}
+
+function identifierVar(env: Env, name: string, fallback: string | null): string | null {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(raw)) throw new ConfigError(`${name} must be a plain identifier, got "${raw}"`);
+  return raw;
+}
+
+/** Reads and validates the environment; throws ConfigError naming the first bad variable. */
+export function loadConfig(env: Env = process.env): Config {
+  const port = intVar(env, "PORT", 3000, 0, 65535);
+  const host = env.HOST || "127.0.0.1";
+  const dataDir = resolve(env.DATA_DIR || "./data");
+  const publicUrl = urlVar(env, "PUBLIC_URL", ["http:", "https:"]) ?? `http://localhost:${port}`;
+  const embeddingsUrl = urlVar(env, "EMBEDDINGS_BASE_URL", ["http:", "https:"]);
+  const providerUrl = urlVar(env, "PROVIDER_BASE_URL", ["http:", "https:"]);
+  return {
+    port,
+    host,
+    dataDir,
+    chdbPath: env.CHDB_PATH ? resolve(env.CHDB_PATH) : resolve(dataDir, "ch"),
+    databaseUrl: urlVar(env, "DATABASE_URL", ["postgres:", "postgresql:"]),
+    clickhouse: {
+      url: urlVar(env, "CLICKHOUSE_URL", ["http:", "https:"]),
+      user: env.CLICKHOUSE_USER || "default",
+      password: env.CLICKHOUSE_PASSWORD || "",
+      database: identifierVar(env, "CLICKHOUSE_DATABASE", "vigil")!,
+      cluster: identifierVar(env, "CLICKHOUSE_CLUSTER", null),
+    },
+    publicUrl,
+    smtpUrl: urlVar(env, "SMTP_URL", ["smtp:", "smtps:"]),
+    mailFrom: env.MAIL_FROM || "Vigil <vigil@localhost>",
+    pseudonymSecret: env.PSEUDONYM_SECRET || null,
+    otlpGrpcPort: intVar(env, "OTLP_GRPC_PORT", 4317, 0, 65535),
+    logLevel: enumVar(env, "LOG_LEVEL", ["debug", "info", "warn", "error", "silent"] as const, "info"),
+    bootstrapRateLimitPerHour: intVar(env, "BOOTSTRAP_RATE_LIMIT", 10, 1, 1_000_000),
+    ingest: {
+      maxBodyBytes: intVar(env, "INGEST_MAX_BODY_BYTES", 16 << 20, 1024, 1 << 30),
+      maxDecompressedBytes: intVar(env, "INGEST_MAX_DECOMPRESSED_BYTES", 64 << 20, 1024, 1 << 30),
+      queueBytes: intVar(env, "INGEST_QUEUE_BYTES", 256 << 20, 1 << 20, 8 * 2 ** 30),
+      flushRows: intVar(env, "INGEST_FLUSH_ROWS", 10_000, 1, 1_000_000),
+      flushIntervalMs: intVar(env, "INGEST_FLUSH_MS", 200, 1, 60_000),
+    },
+    embeddings: embeddingsUrl
+      ? { baseUrl: embeddingsUrl, apiKey: env.EMBEDDINGS_API_KEY || null, model: env.EMBEDDINGS_MODEL || "text-embedding-3-small" }
+      : null,
+    provider: providerUrl
+      ? { baseUrl: providerUrl, apiKey: env.PROVIDER_API_KEY || null, model: env.PROVIDER_MODEL || "gpt-4o-mini" }
+      : null,
+  };
+}

@@ -1,0 +1,60 @@
+import type { Config } from "./config";
+import type { Context } from "./context";
+import { createApp } from "./app";
+import { openClickHouse } from "./db/clickhouse";
+import { migrateClickHouse, migratePostgres } from "./db/migrate";
+import { openPostgres } from "./db/postgres";
+import { createLogger, type Logger } from "./lib/log";
+import { AuthService } from "./modules/auth/service";
+
+export interface Vigil {
+  ctx: Context;
+  url: string;
+  port: number;
+  stop(): Promise<void>;
+}
+
+/** Opens the stores, applies migrations, serves every route and starts background work. */
+export async function startVigil(config: Config, log: Logger = createLogger(config.logLevel)): Promise<Vigil> {
+  const started = performance.now();
+  const pg = await openPostgres(config.databaseUrl, config.dataDir, log);
+  const ch = openClickHouse(config);
+  const shutdownTasks: (() => Promise<void> | void)[] = [];
+  try {
+    await migratePostgres(pg.sql, log);
+    await migrateClickHouse(ch, config.clickhouse.cluster, log);
+  } catch (error) {
+    await ch.close();
+    await pg.close();
+    throw error;
+  }
+  const ctx: Context = {
+    config,
+    sql: pg.sql,
+    ch,
+    log,
+    auth: new AuthService(pg.sql),
+    onShutdown: (task) => shutdownTasks.push(task),
+  };
+  const app = createApp(ctx).listen({ port: config.port, hostname: config.host });
+  const port = app.server!.port!;
+  log.info("vigil started", { port, host: config.host, ms: Math.round(performance.now() - started) });
+
+  let stopping: Promise<void> | null = null;
+  const stop = () =>
+    (stopping ??= (async () => {
+      log.info("shutting down");
+      await app.server?.stop(false);
+      for (const task of shutdownTasks.reverse()) {
+        try {
+          await task();
+        } catch (error) {
+          log.error("shutdown task failed", { error: error as Error });
+        }
+      }
+      await ch.close();
+      await pg.close();
+      log.info("stopped");
+    })());
+  return { ctx, url: `http://127.0.0.1:${port}`, port, stop };
+}

@@ -1,0 +1,57 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { createServer } from "node:net";
+import { join } from "node:path";
+
+const root = join(import.meta.dir, "..");
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
+    });
+  });
+}
+
+export interface VigilProcess {
+  url: string;
+  child: ChildProcess;
+  output(): string;
+  /** Waits for the process to exit and returns its exit code (null when killed by a signal). */
+  exited: Promise<number | null>;
+}
+
+/** Runs `bun run src/index.ts` as its own process group, the way an operator starts Vigil. */
+export async function spawnVigil(dataDir: string, env: Record<string, string> = {}, timeoutMs = 60_000): Promise<VigilProcess> {
+  const port = await freePort();
+  const child = spawn("bun", ["run", "src/index.ts"], {
+    cwd: root,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, DATA_DIR: dataDir, PORT: String(port), OTLP_GRPC_PORT: "0", LOG_LEVEL: "info", ...env },
+  });
+  let output = "";
+  child.stdout!.on("data", (chunk) => (output += chunk));
+  child.stderr!.on("data", (chunk) => (output += chunk));
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + timeoutMs;
+  let ready = false;
+  while (!ready && Date.now() < deadline && child.exitCode === null && child.signalCode === null) {
+    ready = await fetch(`${url}/health`).then((res) => res.ok, () => false);
+    if (!ready) await Bun.sleep(100);
+  }
+  if (!ready) {
+    killGroup(child, "SIGKILL");
+    throw new Error(`vigil did not become healthy:\n${output}`);
+  }
+  return { url, child, output: () => output, exited };
+}
+
+export function killGroup(child: ChildProcess, signal: NodeJS.Signals) {
+  try {
+    process.kill(-child.pid!, signal);
+  } catch {}
+}

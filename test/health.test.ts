@@ -20,18 +20,18 @@ describe("health and discovery", () => {
 
   test("protected resource metadata", async () => {
     const { url, ctx } = await sharedVigil();
-    const base = await (await fetch(url + "/.well-known/oauth-protected-resource")).json();
+    const base = (await (await fetch(url + "/.well-known/oauth-protected-resource")).json()) as Record<string, unknown>;
     expect(base.resource).toBe(ctx.config.publicUrl);
     expect(base.authorization_servers).toEqual([ctx.config.publicUrl]);
     expect(base.bearer_methods_supported).toEqual(["header"]);
     expect(base.scopes_supported).toEqual(["openid", "profile", "email", "offline_access"]);
-    const mcp = await (await fetch(url + "/.well-known/oauth-protected-resource/v1/mcp")).json();
+    const mcp = (await (await fetch(url + "/.well-known/oauth-protected-resource/v1/mcp")).json()) as Record<string, unknown>;
     expect(mcp.resource).toBe(`${ctx.config.publicUrl}/v1/mcp`);
   });
 
   test("openapi document lists the routes", async () => {
     const { url } = await sharedVigil();
-    const doc = await (await fetch(url + "/openapi.json")).json();
+    const doc = (await (await fetch(url + "/openapi.json")).json()) as { paths: Record<string, unknown> };
     expect(doc.paths["/health"]).toBeDefined();
     const page = await fetch(url + "/docs");
     expect(page.status).toBe(200);

@@ -1,0 +1,60 @@
+import { Server, ServerCredentials, status, type Metadata, type ServiceDefinition, type ServerUnaryCall, type sendUnaryData } from "@grpc/grpc-js";
+import { HttpError } from "../lib/errors";
+import type { Logger } from "../lib/log";
+
+/** What the gRPC receiver needs from the pipeline: run one export, answer its encoded response. */
+export type GrpcExport = (body: Uint8Array, headers: { authorization: string | null; project: string | null }) => Promise<Uint8Array>;
+
+const identity = (value: Buffer | Uint8Array) => Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+
+// Bodies stay raw bytes: the pipeline decodes them with the same code as the HTTP receiver.
+const traceService: ServiceDefinition = {
+  Export: {
+    path: "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: identity,
+    requestDeserialize: identity,
+    responseSerialize: identity,
+    responseDeserialize: identity,
+  },
+};
+
+function grpcStatus(httpStatus: number): status {
+  if (httpStatus === 401) return status.UNAUTHENTICATED;
+  if (httpStatus === 413) return status.RESOURCE_EXHAUSTED;
+  if (httpStatus === 429 || httpStatus === 503) return status.UNAVAILABLE;
+  if (httpStatus === 404) return status.NOT_FOUND;
+  if (httpStatus >= 400 && httpStatus < 500) return status.INVALID_ARGUMENT;
+  return status.INTERNAL;
+}
+
+const firstValue = (metadata: Metadata, key: string) => {
+  const value = metadata.get(key)[0];
+  return value === undefined ? null : String(value);
+};
+
+/** OTLP/gRPC `TraceService/Export` on its own port, sharing the HTTP receiver's pipeline. */
+export async function startGrpcReceiver(port: number, host: string, maxMessageBytes: number, run: GrpcExport, log: Logger) {
+  const server = new Server({ "grpc.max_receive_message_length": maxMessageBytes });
+  server.addService(traceService, {
+    Export: (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => {
+      const headers = { authorization: firstValue(call.metadata, "authorization"), project: firstValue(call.metadata, "x-latitude-project") };
+      run(call.request, headers).then(
+        (response) => callback(null, Buffer.from(response)),
+        (error) => {
+          if (error instanceof HttpError) return callback({ code: grpcStatus(error.status), details: error.message });
+          log.error("grpc export failed", { error });
+          callback({ code: status.INTERNAL, details: "Internal error" });
+        },
+      );
+    },
+  });
+  const boundPort = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(`${host}:${port}`, ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
+  );
+  return {
+    port: boundPort,
+    stop: () => new Promise<void>((resolve) => server.tryShutdown(() => resolve())),
+  };
+}

@@ -2,12 +2,16 @@ import { Elysia, ValidationError } from "elysia";
 import { openapi } from "@elysiajs/openapi";
 import type { Context } from "./context";
 import { HttpError } from "./lib/errors";
+import { describeValueError } from "./lib/validation";
+import { accountModule } from "./modules/account";
+import { apiKeysModule } from "./modules/api-keys";
 import { healthModule } from "./modules/health";
+import { projectsModule } from "./modules/projects";
 
 function validationMessage(error: ValidationError): string {
-  const first = error.all[0] as { path?: string; summary?: string; message?: string } | undefined;
+  const first = error.all[0] as ({ path?: string } & Parameters<typeof describeValueError>[0]) | undefined;
   const field = first?.path ? first.path.replace(/^\//, "").replaceAll("/", ".") : "";
-  const detail = first?.summary ?? first?.message ?? "is invalid";
+  const detail = first ? describeValueError(first) : "is invalid";
   const where = error.type === "body" ? "body" : error.type;
   return field ? `${field}: ${detail}` : `Invalid ${where}: ${detail}`;
 }
@@ -20,7 +24,9 @@ interface ErrorReply {
 
 function describeError(code: string | number, error: unknown): ErrorReply | null {
   if (error instanceof HttpError) return { status: error.status, message: error.message, headers: error.headers };
-  if (code === "VALIDATION") return { status: 400, message: validationMessage(error as ValidationError) };
+  // A response that fails its schema is our bug, not the caller's: it falls through to the logged 500.
+  if (code === "VALIDATION" && (error as ValidationError).type !== "response") return { status: 400, message: validationMessage(error as ValidationError) };
+  if (code === "VALIDATION") return null;
   if (code === "NOT_FOUND") return { status: 404, message: "Not found" };
   if (code === "PARSE") return { status: 400, message: "Malformed request body" };
   if (code === "INVALID_COOKIE_SIGNATURE") return { status: 400, message: "Invalid cookie" };
@@ -28,6 +34,9 @@ function describeError(code: string | number, error: unknown): ErrorReply | null
   if (typeof status === "number" && status >= 400 && status < 500) return { status, message: String((error as Error).message || "Bad request") };
   return null;
 }
+
+/** The request path for logs: the token in a claim link is a secret. */
+const loggedPath = (request: Request) => new URL(request.url).pathname.replace(/^\/claim\/[^/]+/, "/claim/:token");
 
 /** Every route group of Vigil, composed in one place. */
 export function createApp(ctx: Context) {
@@ -42,7 +51,7 @@ export function createApp(ctx: Context) {
     .onError(({ code, error, request, set }) => {
       let reply = describeError(code, error);
       if (!reply) {
-        log.error("unhandled error", { requestId: requests.get(request)?.id, path: new URL(request.url).pathname, error: error as Error });
+        log.error("unhandled error", { requestId: requests.get(request)?.id, path: loggedPath(request), error: error as Error });
         reply = { status: 500, message: "Internal server error" };
       }
       set.status = reply.status;
@@ -54,7 +63,7 @@ export function createApp(ctx: Context) {
       log.info("request", {
         requestId: meta?.id,
         method: request.method,
-        path: new URL(request.url).pathname,
+        path: loggedPath(request),
         status: set.status,
         ms: meta ? Math.round((performance.now() - meta.start) * 10) / 10 : undefined,
       });
@@ -66,7 +75,10 @@ export function createApp(ctx: Context) {
         documentation: { info: { title: "Vigil API", version: "1.0.0", description: "Observability for AI agents" } },
       }),
     )
-    .use(healthModule(ctx));
+    .use(healthModule(ctx))
+    .use(accountModule(ctx))
+    .use(projectsModule(ctx))
+    .use(apiKeysModule(ctx));
 }
 
 export type App = ReturnType<typeof createApp>;

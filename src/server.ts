@@ -1,6 +1,7 @@
 import type { Config } from "./config";
 import type { Context } from "./context";
 import { createApp } from "./app";
+import { startJobs } from "./jobs";
 import { openClickHouse } from "./db/clickhouse";
 import { migrateClickHouse, migratePostgres } from "./db/migrate";
 import { openPostgres } from "./db/postgres";
@@ -37,6 +38,7 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
     onShutdown: (task) => shutdownTasks.push(task),
   };
   const app = createApp(ctx).listen({ port: config.port, hostname: config.host });
+  startJobs(ctx);
   const port = app.server!.port!;
   log.info("vigil started", { port, host: config.host, ms: Math.round(performance.now() - started) });
 

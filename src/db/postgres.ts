@@ -8,6 +8,8 @@ import { randomBytes } from "node:crypto";
 import type { Logger } from "../lib/log";
 
 export type Sql = postgres.Sql<{}>;
+/** A connection or an open transaction: what a query helper needs to run either way. */
+export type Queryable = postgres.ISql<{}>;
 
 export interface PostgresStore {
   sql: Sql;

@@ -21,7 +21,7 @@ export function constantTimeEqual(a: string, b: string): boolean {
   return timingSafeEqual(left, right);
 }
 
-export function slugify(name: string): string {
+export function slugify(name: string, fallback = "project"): string {
   const slug = name
     .normalize("NFKD")
     .replace(/[\u0300-\u036f]/g, "")
@@ -30,5 +30,5 @@ export function slugify(name: string): string {
     .replace(/^-+|-+$/g, "")
     .slice(0, 48)
     .replace(/-+$/g, "");
-  return slug || "project";
+  return slug || fallback;
 }

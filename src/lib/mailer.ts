@@ -1,0 +1,56 @@
+import nodemailer from "nodemailer";
+import { mkdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { Config } from "../config";
+import { newId } from "./ids";
+import type { Logger } from "./log";
+
+export interface MailMessage {
+  to: string;
+  subject: string;
+  text: string;
+}
+
+export interface Mailer {
+  /** Resolves once the message is handed to the SMTP server, or written to the outbox without one. */
+  sendMail(message: MailMessage): Promise<void>;
+  /** Waits for messages still being sent; for graceful shutdown. */
+  drain(): Promise<void>;
+}
+
+/**
+ * Mail over SMTP_URL, or, when it is unset, RFC 822 `.eml` files in `$DATA_DIR/outbox/` so a
+ * single-machine install still gets its links. Message bodies may hold secrets (claim links): only
+ * the recipient, subject and file name are logged.
+ */
+export function createMailer(config: Pick<Config, "smtpUrl" | "mailFrom" | "dataDir">, log: Logger): Mailer {
+  const outbox = join(config.dataDir, "outbox");
+  const smtp = config.smtpUrl ? nodemailer.createTransport(config.smtpUrl, { from: config.mailFrom }) : null;
+  const composer = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: "windows" }, { from: config.mailFrom });
+  const pending = new Set<Promise<void>>();
+
+  async function deliver(message: MailMessage): Promise<void> {
+    if (smtp) {
+      await smtp.sendMail(message);
+      log.info("mail sent", { to: message.to, subject: message.subject });
+      return;
+    }
+    const { message: eml } = await composer.sendMail(message);
+    await mkdir(outbox, { recursive: true });
+    const file = join(outbox, `${new Date().toISOString().replace(/[:.]/g, "-")}-${newId()}.eml`);
+    await writeFile(file, eml as Buffer, { mode: 0o600 });
+    log.info("mail written to outbox (SMTP_URL is not set)", { to: message.to, subject: message.subject, file });
+  }
+
+  return {
+    sendMail(message) {
+      const sending = deliver(message).finally(() => pending.delete(sending));
+      pending.add(sending);
+      return sending;
+    },
+    async drain() {
+      await Promise.allSettled([...pending]);
+      smtp?.close();
+    },
+  };
+}

@@ -1,0 +1,163 @@
+import type { Config } from "../../config";
+import type { Queryable, Sql } from "../../db/postgres";
+import { badRequest, notFound, tooManyRequests } from "../../lib/errors";
+import { newId, newToken, sha256Hex, slugify } from "../../lib/ids";
+import type { Logger } from "../../lib/log";
+import type { Mailer } from "../../lib/mailer";
+import { clientAddressKey, type RateLimiter } from "../../lib/rate-limit";
+import { issueApiKey } from "../api-keys/service";
+import type { Principal } from "../auth/service";
+import { insertProject } from "../projects/service";
+import type { AccountResponse, BootstrapAccountBody, BootstrapAccountResponse, Role } from "./model";
+
+const claimValidity = "7 days";
+const bootstrapWindowSeconds = 3600;
+
+export type ClaimStatus = "open" | "claimed" | "expired";
+
+export interface ClaimView {
+  status: ClaimStatus;
+  organizationName: string;
+  email: string | null;
+  expiresAt: Date;
+}
+
+export type ClaimOutcome = { claimed: true; organizationName: string } | { claimed: false; view: ClaimView | null };
+
+const emailPattern = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+
+function requiredName(field: string, value: string): string {
+  const trimmed = value.trim();
+  if (!trimmed) throw badRequest(`${field}: must not be blank`);
+  return trimmed;
+}
+
+/** Inserts a bootstrap organization under a free slug: the name's, or with a random suffix when taken. */
+async function insertBootstrapOrganization(sql: Queryable, name: string): Promise<{ id: string; slug: string }> {
+  const base = slugify(name, "organization");
+  for (let attempt = 0; attempt < 10; attempt++) {
+    const slug = attempt === 0 ? base : `${base}-${newId().slice(-6)}`;
+    const [row] = await sql<{ id: string; slug: string }[]>`
+      INSERT INTO organizations (id, name, slug, is_bootstrap) VALUES (${newId()}, ${name}, ${slug}, true)
+      ON CONFLICT (slug) DO NOTHING
+      RETURNING id, slug`;
+    if (row) return row;
+  }
+  throw new Error("could not find a free organization slug");
+}
+
+export class AccountService {
+  constructor(
+    private sql: Sql,
+    private config: Pick<Config, "publicUrl" | "bootstrapRateLimitPerHour">,
+    private mailer: Mailer,
+    private limiter: RateLimiter,
+    private log: Logger,
+  ) {}
+
+  /**
+   * A temporary organization with a project, an API key and a claim link valid for seven days.
+   * Nobody owns it until someone claims it; the expiry job deletes it otherwise.
+   */
+  async bootstrap(body: BootstrapAccountBody, clientAddress: string | null): Promise<BootstrapAccountResponse> {
+    const limit = await this.limiter.hit(`bootstrap:${clientAddressKey(clientAddress)}`, this.config.bootstrapRateLimitPerHour, bootstrapWindowSeconds);
+    if (!limit.allowed) throw tooManyRequests(limit.retryAfterSeconds, "Too many accounts created from this address; try again later");
+    const organizationName = requiredName("organizationName", body.organizationName ?? "My Organization");
+    const email = body.userEmail?.trim() || null;
+    const claimToken = newToken("vglclaim");
+    const created = await this.sql.begin(async (tx) => {
+      const organization = await insertBootstrapOrganization(tx, organizationName);
+      const project = await insertProject(tx, organization.id, body.projectName ?? "My Project");
+      const apiKey = await issueApiKey(tx, organization.id, "Bootstrap key");
+      const [claim] = await tx<{ expires_at: Date }[]>`
+        INSERT INTO bootstrap_claims (token_hash, organization_id, email, expires_at)
+        VALUES (${sha256Hex(claimToken)}, ${organization.id}, ${email}, now() + ${claimValidity}::interval)
+        RETURNING expires_at`;
+      return { organization, project, apiKey, expiresAt: claim!.expires_at };
+    });
+    const claimUrl = `${this.config.publicUrl}/claim/${claimToken}`;
+    if (email) {
+      // The response already carries the link, so a slow or failing mail server must not fail the request.
+      this.mailer
+        .sendMail({
+          to: email,
+          subject: `Claim your Vigil organization: ${organizationName}`,
+          text: [
+            `A temporary Vigil organization, "${organizationName}", was created for this address (often by an AI agent working for you).`,
+            "",
+            `Open this link to take ownership of it:`,
+            claimUrl,
+            "",
+            `The link expires at ${created.expiresAt.toISOString()}. An organization not claimed by then is deleted with all its data.`,
+            "If you did not expect this message, you can ignore it.",
+          ].join("\n"),
+        })
+        .catch((error: Error) => this.log.error("claim email not sent", { organizationId: created.organization.id, error }));
+    }
+    this.log.info("bootstrap organization created", { organizationId: created.organization.id, projectId: created.project.id });
+    return {
+      organizationSlug: created.organization.slug,
+      projectSlug: created.project.slug,
+      apiKey: created.apiKey.token,
+      claimUrl,
+      claimEmail: email,
+      claimExpiresAt: created.expiresAt.toISOString(),
+    };
+  }
+
+  /** Who the credential is. API keys belong to the organization, not to a user: no user and no role. */
+  async account(principal: Principal): Promise<AccountResponse> {
+    const [organization] = await this.sql<{ id: string; name: string; slug: string }[]>`
+      SELECT id, name, slug FROM organizations WHERE id = ${principal.organizationId}`;
+    if (!organization) throw notFound("Organization");
+    if (!principal.userId) return { user: null, organization, role: null };
+    const [member] = await this.sql<{ id: string; email: string; name: string | null; role: Role }[]>`
+      SELECT u.id, u.email, u.name, m.role FROM memberships m JOIN users u ON u.id = m.user_id
+      WHERE m.organization_id = ${organization.id} AND m.user_id = ${principal.userId}`;
+    if (!member) return { user: null, organization, role: null };
+    return { user: { id: member.id, email: member.email, name: member.name, image: null }, organization, role: member.role };
+  }
+
+  async claimView(token: string): Promise<ClaimView | null> {
+    const [row] = await this.sql<{ name: string; email: string | null; expires_at: Date; claimed: boolean; expired: boolean }[]>`
+      SELECT o.name, c.email, c.expires_at, c.claimed_at IS NOT NULL AS claimed, c.expires_at <= now() AS expired
+      FROM bootstrap_claims c JOIN organizations o ON o.id = c.organization_id
+      WHERE c.token_hash = ${sha256Hex(token)}`;
+    if (!row) return null;
+    const status: ClaimStatus = row.claimed ? "claimed" : row.expired ? "expired" : "open";
+    return { status, organizationName: row.name, email: row.email, expiresAt: row.expires_at };
+  }
+
+  /**
+   * Hands the organization to the person holding the link: their user (created on first claim) becomes
+   * its owner and the organization stops being temporary.
+   */
+  async claim(token: string, form: { email: string; name?: string }): Promise<ClaimOutcome> {
+    const email = form.email.trim();
+    if (!emailPattern.test(email)) throw badRequest("email: must be an email address");
+    const name = form.name?.trim() || null;
+    const hash = sha256Hex(token);
+    const claimed = await this.sql.begin(async (tx) => {
+      // Locks the organization row before the claim row, the order the expiry job deletes them in.
+      const [organization] = await tx<{ id: string; name: string }[]>`
+        UPDATE organizations o SET claimed_at = now(), is_bootstrap = false, updated_at = now()
+        FROM bootstrap_claims c
+        WHERE c.token_hash = ${hash} AND o.id = c.organization_id
+          AND c.claimed_at IS NULL AND c.expires_at > now() AND o.claimed_at IS NULL
+        RETURNING o.id, o.name`;
+      if (!organization) return null;
+      await tx`UPDATE bootstrap_claims SET claimed_at = now() WHERE token_hash = ${hash}`;
+      const [user] = await tx<{ id: string }[]>`
+        INSERT INTO users (id, email, name) VALUES (${newId()}, ${email}, ${name})
+        ON CONFLICT ((lower(email))) DO UPDATE SET name = coalesce(users.name, excluded.name), updated_at = now()
+        RETURNING id`;
+      await tx`INSERT INTO memberships (organization_id, user_id, role) VALUES (${organization.id}, ${user!.id}, 'owner')`;
+      return { ...organization, userId: user!.id };
+    });
+    if (claimed) {
+      this.log.info("bootstrap organization claimed", { organizationId: claimed.id, userId: claimed.userId });
+      return { claimed: true, organizationName: claimed.name };
+    }
+    return { claimed: false, view: await this.claimView(token) };
+  }
+}

@@ -1,0 +1,316 @@
+import { describe, expect, test } from "bun:test";
+import { readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { AddressInfo } from "node:net";
+import { SMTPServer } from "smtp-server";
+import { deleteExpiredBootstrapOrganizations } from "../src/jobs/bootstrap-expiry";
+import { clientAddressKey, RateLimiter } from "../src/lib/rate-limit";
+import type { Vigil } from "../src/server";
+import { bootstrapAccount, sharedVigil, startTestVigil } from "./helpers";
+import { sdkClient, sdkFailure } from "./sdk";
+
+const anonymous = (url: string) => sdkClient(url, "none");
+
+/** The claim link served by this test Vigil (PUBLIC_URL names port 0 in tests). */
+const localClaimUrl = (vigil: Vigil, claimUrl: string) => claimUrl.replace(vigil.ctx.config.publicUrl, vigil.url);
+
+async function eventually<T>(probe: () => Promise<T | undefined>, what: string): Promise<T> {
+  for (let i = 0; i < 100; i++) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    await Bun.sleep(20);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+/** Undoes quoted-printable soft line breaks and escapes, which may split a long link in a mail body. */
+const decodeQuotedPrintable = (text: string) =>
+  text.replace(/=\r?\n/g, "").replace(/=([0-9A-F]{2})/g, (_match, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+
+function claimForm(fields: Record<string, string>) {
+  return { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams(fields).toString() };
+}
+
+describe("account bootstrap", () => {
+  test("creates an organization, a project, a working key and a claim link", async () => {
+    const vigil = await sharedVigil();
+    const res = await fetch(`${vigil.url}/v1/account/bootstrap`, { method: "POST" });
+    expect(res.status).toBe(201);
+    const account = (await res.json()) as Record<string, string | null>;
+    expect(Object.keys(account).sort()).toEqual(["apiKey", "claimEmail", "claimExpiresAt", "claimUrl", "organizationSlug", "projectSlug"]);
+    expect(account.organizationSlug).toMatch(/^my-organization(-[a-z0-9]{6})?$/);
+    expect(account.projectSlug).toBe("my-project");
+    expect(account.claimEmail).toBeNull();
+    expect(account.claimUrl).toMatch(new RegExp(`^${vigil.ctx.config.publicUrl}/claim/vglclaim_[A-Za-z0-9_-]{43}$`));
+    const expiresIn = Date.parse(account.claimExpiresAt!) - Date.now();
+    expect(expiresIn).toBeGreaterThan(7 * 86_400_000 - 60_000);
+    expect(expiresIn).toBeLessThanOrEqual(7 * 86_400_000);
+
+    const client = sdkClient(vigil.url, account.apiKey!);
+    const me = await client.account.get();
+    expect(me).toEqual({ user: null, organization: { id: me.organization.id, name: "My Organization", slug: account.organizationSlug! }, role: null });
+    const projects = await client.projects.list();
+    expect(projects.items.map((project) => [project.name, project.slug])).toEqual([["My Project", "my-project"]]);
+    const [org] = await vigil.ctx.sql<{ is_bootstrap: boolean; claimed_at: Date | null }[]>`
+      SELECT is_bootstrap, claimed_at FROM organizations WHERE id = ${me.organization.id}`;
+    expect(org).toEqual({ is_bootstrap: true, claimed_at: null });
+  });
+
+  test("uses the names given; a taken organization slug gets a suffix", async () => {
+    const { url } = await sharedVigil();
+    const name = `Acme ${Math.random().toString(36).slice(2, 8)}`;
+    const first = await anonymous(url).account.bootstrap({ organizationName: name, projectName: "Support Agent" });
+    const second = await anonymous(url).account.bootstrap({ organizationName: name, projectName: "Support Agent" });
+    expect(first.organizationSlug).toBe(name.toLowerCase().replace(" ", "-"));
+    expect(second.organizationSlug).toMatch(new RegExp(`^${first.organizationSlug}-[a-z0-9]{6}$`));
+    expect(first.projectSlug).toBe("support-agent");
+    expect(second.projectSlug).toBe("support-agent");
+    const me = await sdkClient(url, second.apiKey).account.get();
+    expect(me.organization.name).toBe(name);
+    expect(me.organization.slug).toBe(second.organizationSlug);
+  });
+
+  test("rejects a malformed body with the field named", async () => {
+    const { url } = await sharedVigil();
+    const badEmail = await sdkFailure(anonymous(url).account.bootstrap({ userEmail: "not-an-email" }));
+    expect(badEmail.statusCode).toBe(400);
+    expect(badEmail.body.error).toStartWith("userEmail:");
+    const blank = await sdkFailure(anonymous(url).account.bootstrap({ organizationName: "   " }));
+    expect(blank.statusCode).toBe(400);
+    expect(blank.body.error).toStartWith("organizationName:");
+  });
+
+  test("the account of a missing or wrong key is 401", async () => {
+    const { url } = await sharedVigil();
+    const wrong = await sdkFailure(sdkClient(url, "vgl_wrong").account.get());
+    expect(wrong.statusCode).toBe(401);
+    expect(wrong.rawResponse?.headers.get("www-authenticate")).toBe("Bearer");
+    const missing = await fetch(`${url}/v1/account`);
+    expect(missing.status).toBe(401);
+    expect(missing.headers.get("www-authenticate")).toBe("Bearer");
+    expect(await missing.json()).toEqual({ error: "Missing bearer token" });
+  });
+
+  test("is rate limited per client address with 429 and Retry-After", async () => {
+    const vigil = await startTestVigil({ BOOTSTRAP_RATE_LIMIT: "2" });
+    try {
+      await anonymous(vigil.url).account.bootstrap();
+      await anonymous(vigil.url).account.bootstrap();
+      const limited = await sdkFailure(anonymous(vigil.url).account.bootstrap());
+      expect(limited.statusCode).toBe(429);
+      const retryAfter = Number(limited.rawResponse?.headers.get("retry-after"));
+      expect(retryAfter).toBeGreaterThanOrEqual(1);
+      expect(retryAfter).toBeLessThanOrEqual(3600);
+      expect(limited.body.error).toBeString();
+      const [{ count }] = await vigil.ctx.sql<{ count: number }[]>`SELECT count(*)::int AS count FROM organizations`;
+      expect(count).toBe(2);
+    } finally {
+      await vigil.stop();
+    }
+  });
+
+  test("writes the claim email to the outbox when SMTP_URL is unset", async () => {
+    const vigil = await sharedVigil();
+    const outbox = join(vigil.ctx.config.dataDir, "outbox");
+    const email = `owner-${Math.random().toString(36).slice(2, 8)}@example.com`;
+    const account = await anonymous(vigil.url).account.bootstrap({ userEmail: email });
+    expect(account.claimEmail).toBe(email);
+    const message = await eventually(async () => {
+      const files = await readdir(outbox).catch(() => [] as string[]);
+      for (const file of files.filter((name) => name.endsWith(".eml"))) {
+        const text = await readFile(join(outbox, file), "utf8");
+        if (text.includes(`To: ${email}`)) return text;
+      }
+      return undefined;
+    }, "the claim email in the outbox");
+    expect(message).toContain("Subject: Claim your Vigil organization: My Organization\r\n");
+    expect(decodeQuotedPrintable(message)).toContain(account.claimUrl);
+  });
+
+  test("sends the claim email through SMTP_URL", async () => {
+    const received: { to: string[]; data: string }[] = [];
+    const smtp = new SMTPServer({
+      authOptional: true,
+      disabledCommands: ["STARTTLS"],
+      logger: false,
+      onData(stream, session, done) {
+        let data = "";
+        stream.on("data", (chunk: Buffer) => (data += chunk.toString("utf8")));
+        stream.on("end", () => {
+          received.push({ to: session.envelope.rcptTo.map((rcpt) => rcpt.address), data });
+          done();
+        });
+      },
+    });
+    await new Promise<void>((resolve) => smtp.listen(0, "127.0.0.1", resolve));
+    const { port } = smtp.server.address() as AddressInfo;
+    const vigil = await startTestVigil({ SMTP_URL: `smtp://127.0.0.1:${port}`, MAIL_FROM: "Vigil Test <vigil@test.example>" });
+    try {
+      const account = await anonymous(vigil.url).account.bootstrap({ userEmail: "smtp-owner@example.com" });
+      const mail = await eventually(async () => received[0], "the SMTP delivery");
+      expect(mail.to).toEqual(["smtp-owner@example.com"]);
+      expect(mail.data).toContain("From: Vigil Test <vigil@test.example>");
+      expect(decodeQuotedPrintable(mail.data)).toContain(account.claimUrl);
+      expect(await readdir(join(vigil.ctx.config.dataDir, "outbox")).catch(() => [])).toEqual([]);
+    } finally {
+      await vigil.stop();
+      await new Promise<void>((resolve) => smtp.close(resolve));
+    }
+  });
+});
+
+describe("claiming a bootstrap organization", () => {
+  test("the claim page makes the claimer the owner", async () => {
+    const vigil = await sharedVigil();
+    const email = `claimer-${Math.random().toString(36).slice(2, 8)}@example.com`;
+    const { account, client } = await bootstrapAccount(vigil.url, { organizationName: "Claim <Me>", userEmail: email });
+    const claimUrl = localClaimUrl(vigil, account.claimUrl);
+
+    const page = await fetch(claimUrl);
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-type")).toContain("text/html");
+    expect(page.headers.get("referrer-policy")).toBe("no-referrer");
+    const html = await page.text();
+    expect(html).toContain("Claim &lt;Me&gt;");
+    expect(html).not.toContain("Claim <Me>");
+    expect(html).toContain(`value="${email}"`);
+
+    const invalid = await fetch(claimUrl, claimForm({ email: "nope" }));
+    expect(invalid.status).toBe(400);
+    expect(await invalid.text()).toContain("email: must be an email address");
+
+    const claimed = await fetch(claimUrl, claimForm({ email: email.toUpperCase(), name: "Ada" }));
+    expect(claimed.status).toBe(200);
+    expect(await claimed.text()).toContain("You now own");
+
+    const { organization } = await client.account.get();
+    const [org] = await vigil.ctx.sql<{ is_bootstrap: boolean; claimed_at: Date | null }[]>`
+      SELECT is_bootstrap, claimed_at FROM organizations WHERE id = ${organization.id}`;
+    expect(org?.is_bootstrap).toBe(false);
+    expect(org?.claimed_at).toBeInstanceOf(Date);
+    const owners = await vigil.ctx.sql<{ email: string; name: string | null; role: string }[]>`
+      SELECT u.email, u.name, m.role FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.organization_id = ${organization.id}`;
+    expect([...owners]).toEqual([{ email: email.toUpperCase(), name: "Ada", role: "owner" }]);
+
+    // The key keeps working; the link is used up.
+    expect((await client.projects.list()).items).toHaveLength(1);
+    expect((await fetch(claimUrl)).status).toBe(409);
+    expect((await fetch(claimUrl, claimForm({ email: "late@example.com" }))).status).toBe(409);
+  });
+
+  test("a second organization claimed with the same email joins the same user", async () => {
+    const vigil = await sharedVigil();
+    const email = `repeat-${Math.random().toString(36).slice(2, 8)}@example.com`;
+    for (let i = 0; i < 2; i++) {
+      const account = await anonymous(vigil.url).account.bootstrap();
+      expect((await fetch(localClaimUrl(vigil, account.claimUrl), claimForm({ email }))).status).toBe(200);
+    }
+    const memberships = await vigil.ctx.sql<{ user_id: string }[]>`
+      SELECT m.user_id FROM memberships m JOIN users u ON u.id = m.user_id WHERE lower(u.email) = ${email}`;
+    expect(memberships).toHaveLength(2);
+    expect(memberships[0]!.user_id).toBe(memberships[1]!.user_id);
+  });
+
+  test("unknown and expired links cannot claim", async () => {
+    const vigil = await sharedVigil();
+    expect((await fetch(`${vigil.url}/claim/vglclaim_unknown`)).status).toBe(404);
+    expect((await fetch(`${vigil.url}/claim/vglclaim_unknown`, claimForm({ email: "a@example.com" }))).status).toBe(404);
+
+    const { account, client } = await bootstrapAccount(vigil.url);
+    const { organization } = await client.account.get();
+    await vigil.ctx.sql`UPDATE bootstrap_claims SET expires_at = now() - interval '1 second' WHERE organization_id = ${organization.id}`;
+    const claimUrl = localClaimUrl(vigil, account.claimUrl);
+    expect((await fetch(claimUrl)).status).toBe(410);
+    expect((await fetch(claimUrl, claimForm({ email: "late@example.com" }))).status).toBe(410);
+    const [org] = await vigil.ctx.sql<{ claimed_at: Date | null }[]>`SELECT claimed_at FROM organizations WHERE id = ${organization.id}`;
+    expect(org?.claimed_at).toBeNull();
+  });
+});
+
+describe("expiry of unclaimed bootstrap organizations", () => {
+  test("deletes expired unclaimed organizations with their data, and nothing else", async () => {
+    const vigil = await sharedVigil();
+    const { ctx } = vigil;
+    const setup = async () => {
+      const { account, client } = await bootstrapAccount(vigil.url);
+      const { organization } = await client.account.get();
+      const [project] = (await client.projects.list()).items;
+      const now = new Date().toISOString().replace("T", " ").replace("Z", "");
+      await ctx.ch.client.insert({
+        table: `${ctx.ch.database}.spans`,
+        values: [{ organization_id: organization.id, project_id: project!.id, trace_id: "a".repeat(32), span_id: "b".repeat(16), start_time: now, end_time: now }],
+        format: "JSONEachRow",
+      });
+      return { account, client, organizationId: organization.id };
+    };
+    const expired = await setup();
+    const fresh = await setup();
+    const claimed = await setup();
+    await fetch(localClaimUrl(vigil, claimed.account.claimUrl), claimForm({ email: `kept-${claimed.organizationId}@example.com` }));
+    await ctx.sql`
+      UPDATE bootstrap_claims SET expires_at = now() - interval '1 minute'
+      WHERE organization_id IN ${ctx.sql([expired.organizationId, claimed.organizationId])}`;
+
+    const deleted = await deleteExpiredBootstrapOrganizations(ctx);
+    // The background sweep of this process may have taken it first; either way it must be gone.
+    if (deleted.length > 0) expect(deleted).toContain(expired.organizationId);
+    expect(deleted).not.toContain(fresh.organizationId);
+    expect(deleted).not.toContain(claimed.organizationId);
+
+    const remaining = await ctx.sql<{ id: string }[]>`
+      SELECT id FROM organizations WHERE id IN ${ctx.sql([expired.organizationId, fresh.organizationId, claimed.organizationId])}`;
+    expect(remaining.map((row) => row.id).sort()).toEqual([fresh.organizationId, claimed.organizationId].sort());
+    const [{ projects, keys, claims }] = await ctx.sql<{ projects: number; keys: number; claims: number }[]>`
+      SELECT (SELECT count(*)::int FROM projects WHERE organization_id = ${expired.organizationId}) AS projects,
+             (SELECT count(*)::int FROM api_keys WHERE organization_id = ${expired.organizationId}) AS keys,
+             (SELECT count(*)::int FROM bootstrap_claims WHERE organization_id = ${expired.organizationId}) AS claims`;
+    expect({ projects, keys, claims }).toEqual({ projects: 0, keys: 0, claims: 0 });
+
+    const spanCounts = await ctx.ch.client.query({
+      query: `SELECT organization_id, count() AS spans FROM ${ctx.ch.database}.spans
+              WHERE organization_id IN {ids:Array(String)} GROUP BY organization_id`,
+      query_params: { ids: [expired.organizationId, fresh.organizationId, claimed.organizationId] },
+      format: "JSONEachRow",
+    });
+    const spans = Object.fromEntries((await spanCounts.json<{ organization_id: string; spans: number }>()).map((row) => [row.organization_id, Number(row.spans)]));
+    expect(spans).toEqual({ [fresh.organizationId]: 1, [claimed.organizationId]: 1 });
+
+    await Bun.sleep(2_100); // past the auth cache
+    expect((await sdkFailure(expired.client.account.get())).statusCode).toBe(401);
+    expect((await fresh.client.account.get()).organization.id).toBe(fresh.organizationId);
+    expect(await deleteExpiredBootstrapOrganizations(ctx)).toEqual([]);
+  });
+});
+
+describe("rate limiter", () => {
+  test("counts hits per key in a shared fixed window", async () => {
+    const { ctx } = await sharedVigil();
+    const limiter = new RateLimiter(ctx.sql);
+    const key = `test:${Math.random()}`;
+    const results = await Promise.all(Array.from({ length: 5 }, () => limiter.hit(key, 3, 3600)));
+    expect(results.filter((result) => result.allowed)).toHaveLength(3);
+    for (const result of results) {
+      expect(result.retryAfterSeconds).toBeGreaterThanOrEqual(1);
+      expect(result.retryAfterSeconds).toBeLessThanOrEqual(3600);
+    }
+    expect((await limiter.hit(`${key}:other`, 3, 3600)).allowed).toBe(true);
+
+    // A counter from a past window starts over.
+    await ctx.sql`UPDATE rate_limits SET window_start = window_start - interval '2 hours' WHERE key = ${key}`;
+    expect((await limiter.hit(key, 3, 3600)).allowed).toBe(true);
+    await ctx.sql`UPDATE rate_limits SET window_start = now() - interval '3 days' WHERE key = ${key}`;
+    expect(await limiter.purgeExpired()).toBeGreaterThanOrEqual(1);
+    expect(await ctx.sql`SELECT 1 FROM rate_limits WHERE key = ${key}`).toHaveLength(0);
+  });
+
+  test("keys IPv4 by address and IPv6 by /64", () => {
+    expect(clientAddressKey("203.0.113.7")).toBe("203.0.113.7");
+    expect(clientAddressKey("::ffff:203.0.113.7")).toBe("203.0.113.7");
+    expect(clientAddressKey("2001:db8:1:2:aaaa::1")).toBe("2001:db8:1:2::/64");
+    expect(clientAddressKey("2001:db8:1:2:bbbb:cccc:dddd:eeee")).toBe("2001:db8:1:2::/64");
+    expect(clientAddressKey("2001:db8::1")).toBe("2001:db8:0:0::/64");
+    expect(clientAddressKey("::1")).toBe("0:0:0:0::/64");
+    expect(clientAddressKey("fe80::1%eth0")).toBe("fe80:0:0:0::/64");
+    expect(clientAddressKey(null)).toBe("unknown");
+  });
+});

@@ -14,7 +14,9 @@ export interface Config {
     database: string;
     cluster: string | null;
   };
+  /** Origin used in links; without PUBLIC_URL it follows the port actually bound. */
   publicUrl: string;
+  publicUrlConfigured: boolean;
   smtpUrl: string | null;
   mailFrom: string;
   pseudonymSecret: string | null;
@@ -79,7 +81,7 @@ export function loadConfig(env: Env = process.env): Config {
   const port = intVar(env, "PORT", 3000, 0, 65535);
   const host = env.HOST || "127.0.0.1";
   const dataDir = resolve(env.DATA_DIR || "./data");
-  const publicUrl = urlVar(env, "PUBLIC_URL", ["http:", "https:"]) ?? `http://localhost:${port}`;
+  const configuredPublicUrl = urlVar(env, "PUBLIC_URL", ["http:", "https:"]);
   const embeddingsUrl = urlVar(env, "EMBEDDINGS_BASE_URL", ["http:", "https:"]);
   const providerUrl = urlVar(env, "PROVIDER_BASE_URL", ["http:", "https:"]);
   return {
@@ -95,7 +97,8 @@ export function loadConfig(env: Env = process.env): Config {
       database: identifierVar(env, "CLICKHOUSE_DATABASE", "vigil")!,
       cluster: identifierVar(env, "CLICKHOUSE_CLUSTER", null),
     },
-    publicUrl,
+    publicUrl: configuredPublicUrl ?? `http://localhost:${port}`,
+    publicUrlConfigured: configuredPublicUrl !== null,
     smtpUrl: urlVar(env, "SMTP_URL", ["smtp:", "smtps:"]),
     mailFrom: env.MAIL_FROM || "Vigil <vigil@localhost>",
     pseudonymSecret: env.PSEUDONYM_SECRET || null,

@@ -40,6 +40,7 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
   const app = createApp(ctx).listen({ port: config.port, hostname: config.host });
   startJobs(ctx);
   const port = app.server!.port!;
+  if (!config.publicUrlConfigured) config.publicUrl = `http://localhost:${port}`;
   log.info("vigil started", { port, host: config.host, ms: Math.round(performance.now() - started) });
 
   let stopping: Promise<void> | null = null;

@@ -4,9 +4,11 @@ import type { Context } from "./context";
 import { HttpError } from "./lib/errors";
 import { describeValueError } from "./lib/validation";
 import { accountModule } from "./modules/account";
+import { annotationsModule } from "./modules/annotations";
 import { apiKeysModule } from "./modules/api-keys";
 import { healthModule } from "./modules/health";
 import { projectsModule } from "./modules/projects";
+import { scoresModule } from "./modules/scores";
 
 function validationMessage(error: ValidationError): string {
   const first = error.all[0] as ({ path?: string } & Parameters<typeof describeValueError>[0]) | undefined;
@@ -78,7 +80,9 @@ export function createApp(ctx: Context) {
     .use(healthModule(ctx))
     .use(accountModule(ctx))
     .use(projectsModule(ctx))
-    .use(apiKeysModule(ctx));
+    .use(apiKeysModule(ctx))
+    .use(scoresModule(ctx))
+    .use(annotationsModule(ctx));
 }
 
 export type App = ReturnType<typeof createApp>;

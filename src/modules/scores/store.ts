@@ -1,0 +1,214 @@
+import type { Queryable, Sql } from "../../db/postgres";
+
+export type ScoreSource = "custom" | "evaluation" | "annotation";
+
+/** One row of PostgreSQL `scores`: a custom or evaluation score, or an annotation. */
+export interface ScoreRecord {
+  id: string;
+  organizationId: string;
+  projectId: string;
+  source: ScoreSource;
+  sourceId: string;
+  traceId: string | null;
+  spanId: string | null;
+  sessionId: string | null;
+  simulationId: string | null;
+  signalId: string | null;
+  value: number;
+  passed: boolean;
+  feedback: string;
+  error: string | null;
+  errored: boolean;
+  duration: number;
+  tokens: number;
+  cost: number;
+  metadata: Record<string, unknown>;
+  annotatorId: string | null;
+  draftedAt: Date | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export type NewScore = Omit<ScoreRecord, "errored" | "createdAt" | "updatedAt">;
+
+export interface ScoreChange {
+  value?: number;
+  passed?: boolean;
+  feedback?: string;
+  metadata?: Record<string, unknown>;
+}
+
+interface ScoreRow {
+  id: string;
+  organization_id: string;
+  project_id: string;
+  source: ScoreSource;
+  source_id: string;
+  trace_id: string | null;
+  span_id: string | null;
+  session_id: string | null;
+  simulation_id: string | null;
+  signal_id: string | null;
+  value: number;
+  passed: boolean;
+  feedback: string;
+  error: string | null;
+  errored: boolean;
+  duration: string;
+  tokens: string;
+  cost: string;
+  metadata: Record<string, unknown>;
+  annotator_id: string | null;
+  drafted_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const toRecord = (row: ScoreRow): ScoreRecord => ({
+  id: row.id,
+  organizationId: row.organization_id,
+  projectId: row.project_id,
+  source: row.source,
+  sourceId: row.source_id,
+  traceId: row.trace_id,
+  spanId: row.span_id,
+  sessionId: row.session_id,
+  simulationId: row.simulation_id,
+  signalId: row.signal_id,
+  value: row.value,
+  passed: row.passed,
+  feedback: row.feedback,
+  error: row.error,
+  errored: row.errored,
+  duration: Number(row.duration),
+  tokens: Number(row.tokens),
+  cost: Number(row.cost),
+  metadata: row.metadata,
+  annotatorId: row.annotator_id,
+  draftedAt: row.drafted_at,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at,
+});
+
+export interface AnnotationCounts {
+  positive: number;
+  negative: number;
+}
+
+export interface TracePageKey {
+  createdAtMicros: string;
+  id: string;
+}
+
+/**
+ * PostgreSQL `scores`, the source of truth for scores and annotations. Every write also enqueues the
+ * ClickHouse copy (score_copy_outbox) and, when the score became a published failure, its event for
+ * signal discovery (failed_score_events), in the same transaction.
+ */
+export class ScoreStore {
+  constructor(
+    private sql: Sql,
+    private onCommitted: () => void,
+  ) {}
+
+  async insert(score: NewScore): Promise<ScoreRecord> {
+    const row = await this.write(async (tx) => {
+      const [inserted] = await tx<ScoreRow[]>`
+        INSERT INTO scores (id, organization_id, project_id, source, source_id, trace_id, span_id, session_id, simulation_id,
+          signal_id, value, passed, feedback, error, duration, tokens, cost, metadata, annotator_id, drafted_at)
+        VALUES (${score.id}, ${score.organizationId}, ${score.projectId}, ${score.source}, ${score.sourceId}, ${score.traceId},
+          ${score.spanId}, ${score.sessionId}, ${score.simulationId}, ${score.signalId}, ${score.value}, ${score.passed},
+          ${score.feedback}, ${score.error}, ${score.duration}, ${score.tokens}, ${score.cost}, ${tx.json(score.metadata as never)},
+          ${score.annotatorId}, ${score.draftedAt})
+        RETURNING *`;
+      return inserted;
+    });
+    return toRecord(row!);
+  }
+
+  async get(projectId: string, id: string, source: ScoreSource): Promise<ScoreRecord | null> {
+    const [row] = await this.sql<ScoreRow[]>`
+      SELECT * FROM scores WHERE id = ${id} AND project_id = ${projectId} AND source = ${source} AND deleted_at IS NULL`;
+    return row ? toRecord(row) : null;
+  }
+
+  async update(projectId: string, id: string, source: ScoreSource, change: ScoreChange): Promise<ScoreRecord | null> {
+    const row = await this.write(
+      (tx) => tx<ScoreRow[]>`
+        UPDATE scores SET
+          value = coalesce(${change.value ?? null}::double precision, value),
+          passed = coalesce(${change.passed ?? null}::boolean, passed),
+          feedback = coalesce(${change.feedback ?? null}::text, feedback),
+          metadata = metadata || ${tx.json((change.metadata ?? {}) as never)},
+          version = version + 1,
+          updated_at = now()
+        WHERE id = ${id} AND project_id = ${projectId} AND source = ${source} AND deleted_at IS NULL
+        RETURNING *`.then(([updated]) => updated),
+    );
+    return row ? toRecord(row) : null;
+  }
+
+  /** Confirms a draft; a score that is already published is returned unchanged. */
+  async publish(projectId: string, id: string, source: ScoreSource): Promise<ScoreRecord | null> {
+    const row = await this.write(
+      (tx) => tx<ScoreRow[]>`
+        UPDATE scores SET drafted_at = NULL,
+          version = version + (drafted_at IS NOT NULL)::int,
+          updated_at = CASE WHEN drafted_at IS NULL THEN updated_at ELSE now() END
+        WHERE id = ${id} AND project_id = ${projectId} AND source = ${source} AND deleted_at IS NULL
+        RETURNING *`.then(([published]) => published),
+    );
+    return row ? toRecord(row) : null;
+  }
+
+  async delete(projectId: string, id: string, source: ScoreSource): Promise<boolean> {
+    const row = await this.write(
+      (tx) => tx<ScoreRow[]>`
+        UPDATE scores SET deleted_at = now(), version = version + 1, updated_at = now()
+        WHERE id = ${id} AND project_id = ${projectId} AND source = ${source} AND deleted_at IS NULL
+        RETURNING *`.then(([deleted]) => deleted),
+    );
+    return row !== undefined;
+  }
+
+  /** One page of a trace's scores of a source, newest first, drafts included. */
+  async pageByTrace(projectId: string, traceId: string, source: ScoreSource, limit: number, after: TracePageKey | null) {
+    const rows = await this.sql<(ScoreRow & { created_at_micros: string })[]>`
+      SELECT *, (extract(epoch FROM created_at) * 1000000)::bigint::text AS created_at_micros
+      FROM scores
+      WHERE project_id = ${projectId} AND trace_id = ${traceId} AND source = ${source} AND deleted_at IS NULL
+        ${after ? this.sql`AND (created_at, id) < (to_timestamp(0) + ${after.createdAtMicros}::bigint * interval '1 microsecond', ${after.id})` : this.sql``}
+      ORDER BY created_at DESC, id DESC
+      LIMIT ${limit}`;
+    return rows.map((row) => ({ record: toRecord(row), key: { createdAtMicros: row.created_at_micros, id: row.id } }));
+  }
+
+  /** Published annotations per trace, split by verdict; traces without any are absent from the map. */
+  async annotationCounts(projectId: string, traceIds: string[]): Promise<Map<string, AnnotationCounts>> {
+    if (traceIds.length === 0) return new Map();
+    const rows = await this.sql<{ trace_id: string; positive: number; negative: number }[]>`
+      SELECT trace_id, count(*) FILTER (WHERE passed)::int AS positive, count(*) FILTER (WHERE NOT passed)::int AS negative
+      FROM scores
+      WHERE project_id = ${projectId} AND trace_id IN ${this.sql(traceIds)} AND source = 'annotation'
+        AND drafted_at IS NULL AND deleted_at IS NULL
+      GROUP BY trace_id`;
+    return new Map(rows.map((row) => [row.trace_id, { positive: row.positive, negative: row.negative }]));
+  }
+
+  private async write<Row extends ScoreRow | undefined>(change: (tx: Queryable) => Promise<Row>): Promise<Row> {
+    const row = await this.sql.begin(async (tx) => {
+      const changed = await change(tx);
+      if (!changed) return changed;
+      await tx`INSERT INTO score_copy_outbox (score_id) VALUES (${changed.id})`;
+      await tx`
+        INSERT INTO failed_score_events (score_id, organization_id, project_id)
+        SELECT id, organization_id, project_id FROM scores
+        WHERE id = ${changed.id} AND deleted_at IS NULL AND drafted_at IS NULL
+          AND NOT passed AND error IS NULL AND btrim(feedback) <> ''
+        ON CONFLICT (score_id) DO NOTHING`;
+      return changed;
+    });
+    if (row) this.onCommitted();
+    return row as Row;
+  }
+}

@@ -1,0 +1,93 @@
+import { Value } from "@sinclair/typebox/value";
+import type { ClickHouseStore } from "../../db/clickhouse";
+import { badRequest, HttpError, notFound } from "../../lib/errors";
+import { describeValueError } from "../../lib/validation";
+import { compileTraceFilters, validateTraceFilters, type FilterSet } from "../traces/filters";
+import { QueryParams } from "../traces/params";
+import { bindScope, traceRelationSql } from "../traces/relation";
+import { TraceRefByFilters, TraceRefById, type TraceRef } from "./model";
+
+/**
+ * Checks a TraceRef against the variant its `by` names, so a 400 says which field of which variant
+ * is wrong rather than that the union did not match.
+ */
+export function checkTraceRefShape(ref: unknown, field = "trace"): void {
+  const by = typeof ref === "object" && ref !== null ? (ref as { by?: unknown }).by : undefined;
+  const schema = by === "id" ? TraceRefById : by === "filters" ? TraceRefByFilters : null;
+  if (!schema) throw badRequest(`${field}.by: must be one of: id, filters`);
+  const error = Value.Errors(schema, ref).First();
+  if (error) throw badRequest(`${field}${error.path.replaceAll("/", ".")}: ${describeValueError(error as Parameters<typeof describeValueError>[0])}`);
+}
+
+/** What a score takes from the trace it is attached to. */
+export interface ScoredTrace {
+  traceId: string;
+  sessionId: string | null;
+  /** The trace's last LLM-completion span: where a score pins when no span is given. */
+  lastLlmSpanId: string | null;
+}
+
+export async function findScoredTrace(ch: ClickHouseStore, organizationId: string, projectId: string, traceId: string): Promise<ScoredTrace | null> {
+  const result = await ch.client.query({
+    query: `
+      SELECT trace_id, any(session_id) AS session_id, argMaxMerge(last_llm_span_id) AS last_llm_span_id
+      FROM ${ch.database}.traces
+      WHERE organization_id = {organizationId:String} AND project_id = {projectId:String} AND trace_id = {traceId:String}
+      GROUP BY trace_id`,
+    query_params: { organizationId, projectId, traceId: traceId.toLowerCase() },
+    format: "JSONEachRow",
+  });
+  const [row] = await result.json<{ trace_id: string; session_id: string | null; last_llm_span_id: string }>();
+  if (!row) return null;
+  return { traceId: row.trace_id, sessionId: row.session_id || null, lastLlmSpanId: row.last_llm_span_id || null };
+}
+
+/** Counting stops here: "more than 1000" says enough about a filter set that should match one trace. */
+const matchCountCap = 1000;
+
+/** Filter errors name their field from the request body's root: `trace.filters.…`. */
+function validFilters(filters: FilterSet) {
+  try {
+    return validateTraceFilters(filters);
+  } catch (error) {
+    if (error instanceof HttpError) throw new HttpError(error.status, `trace.${error.message}`);
+    throw error;
+  }
+}
+
+/** The traces a filter set matches, counted up to the cap, and the first of them. */
+async function matchTraces(ch: ClickHouseStore, organizationId: string, projectId: string, filters: FilterSet) {
+  const params = new QueryParams();
+  const scope = bindScope(params, ch.database, organizationId, projectId);
+  const compiled = compileTraceFilters(validFilters(filters), {
+    params,
+    database: ch.database,
+    organizationId: scope.organizationId,
+    projectId: scope.projectId,
+    spanScope: "1",
+    percentile: (expression, columns, fraction, window) =>
+      `(SELECT quantile(${fraction})(${expression}) FROM ${traceRelationSql(columns, scope)} WHERE ${window})`,
+  });
+  const relation = traceRelationSql([...compiled.columns], scope);
+  const result = await ch.client.query({
+    query: `SELECT trace_id FROM ${relation} WHERE ${compiled.where} ORDER BY trace_id LIMIT ${matchCountCap + 1}`,
+    query_params: params.values,
+    format: "JSONEachRow",
+  });
+  return (await result.json<{ trace_id: string }>()).map((row) => row.trace_id);
+}
+
+/** The one trace a TraceRef names: 404 for an unknown id, 400 unless filters match exactly one trace. */
+export async function resolveTraceRef(ch: ClickHouseStore, organizationId: string, projectId: string, ref: TraceRef): Promise<ScoredTrace> {
+  const traceId = ref.by === "id" ? ref.id : await onlyMatch(ch, organizationId, projectId, ref.filters);
+  const trace = await findScoredTrace(ch, organizationId, projectId, traceId);
+  if (!trace) throw notFound("Trace");
+  return trace;
+}
+
+async function onlyMatch(ch: ClickHouseStore, organizationId: string, projectId: string, filters: FilterSet): Promise<string> {
+  const matches = await matchTraces(ch, organizationId, projectId, filters);
+  if (matches.length === 1) return matches[0]!;
+  const count = matches.length > matchCountCap ? `more than ${matchCountCap} traces` : `${matches.length} traces`;
+  throw badRequest(`trace.filters: must match exactly one trace; they match ${count}`);
+}

@@ -1,0 +1,277 @@
+import { beforeAll, describe, expect, test } from "bun:test";
+import type { LatitudeClient } from "@latitude-data/sdk";
+import type { Vigil } from "../src/server";
+import { AnnotationsService } from "../src/modules/annotations/service";
+import { loadConversation } from "../src/modules/annotations/conversation";
+import { countSignalScoresPerHour } from "../src/modules/scores/analytics";
+import { scoreStorage } from "../src/modules/scores/storage";
+import { newId } from "../src/lib/ids";
+import { bootstrapAccount, json, sharedVigil } from "./helpers";
+import { insertTrace, randomTraceId } from "./scored-traces";
+import { sdkFailure } from "./sdk";
+
+let vigil: Vigil;
+let client: LatitudeClient;
+let apiKey: string;
+let projectSlug: string;
+let project: { id: string; organizationId: string };
+let system: AnnotationsService;
+
+beforeAll(async () => {
+  vigil = await sharedVigil();
+  const created = await bootstrapAccount(vigil.url);
+  client = created.client;
+  apiKey = created.account.apiKey;
+  projectSlug = created.account.projectSlug;
+  project = await client.projects.get(projectSlug);
+  system = new AnnotationsService(vigil.ctx, (organizationId, projectId, traceId) => loadConversation(vigil.ctx.ch, organizationId, projectId, traceId));
+});
+
+const request = (method: string, path: string, body?: unknown) =>
+  fetch(vigil.url + path, {
+    method,
+    headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+
+const conversationTrace = () =>
+  insertTrace(vigil.ctx, {
+    organizationId: project.organizationId,
+    projectId: project.id,
+    sessionId: "chat-42",
+    system: [{ type: "text", content: "You are terse." }],
+    input: [{ role: "user", parts: [{ type: "text", content: "What is 2+2?" }] }],
+    output: [
+      {
+        role: "assistant",
+        parts: [
+          { type: "text", content: "It is 5." },
+          { type: "tool_call", id: "c1", name: "calc", arguments: { expression: "2+2" } },
+        ],
+      },
+    ],
+  });
+
+const annotation = (traceId: string, extra: Record<string, unknown> = {}) => ({
+  value: 0,
+  passed: false,
+  feedback: "The arithmetic is wrong",
+  trace: { by: "id" as const, id: traceId },
+  ...extra,
+});
+
+describe("annotations", () => {
+  test("the SDK creates, reads, edits and deletes an annotation", async () => {
+    const { traceId, lastChatSpanId } = await conversationTrace();
+    const created = await client.annotations.create(projectSlug, annotation(traceId, { anchor: { messageIndex: 2, partIndex: 0, startOffset: 6, endOffset: 7 } }));
+    expect(created).toEqual({
+      id: expect.stringMatching(/^[a-z][a-z0-9]{23}$/),
+      organizationId: project.organizationId,
+      projectId: project.id,
+      sessionId: "chat-42",
+      traceId,
+      spanId: lastChatSpanId,
+      simulationId: null,
+      signalId: null,
+      value: 0,
+      passed: false,
+      feedback: "The arithmetic is wrong",
+      error: null,
+      errored: false,
+      duration: 0,
+      tokens: 0,
+      cost: 0,
+      draftedAt: null,
+      annotatorId: null,
+      createdAt: expect.any(String),
+      updatedAt: expect.any(String),
+      source: "annotation",
+      sourceId: "API",
+      metadata: { rawFeedback: "The arithmetic is wrong", messageIndex: 2, partIndex: 0, startOffset: 6, endOffset: 7 },
+    } as never);
+    expect(await client.annotations.get(projectSlug, created.id)).toEqual(created);
+
+    const edited = await client.annotations.update(projectSlug, created.id, { value: 0.5, feedback: "Off by one" });
+    expect(edited).toMatchObject({ value: 0.5, passed: false, feedback: "Off by one", metadata: { rawFeedback: "Off by one", messageIndex: 2, endOffset: 7 } });
+    expect(edited.updatedAt >= created.updatedAt).toBe(true);
+    expect(await client.annotations.update(projectSlug, created.id, { passed: true })).toMatchObject({ value: 0.5, passed: true, feedback: "Off by one" });
+
+    await client.annotations.delete(projectSlug, created.id);
+    expect((await sdkFailure(client.annotations.get(projectSlug, created.id))).statusCode).toBe(404);
+    expect((await sdkFailure(client.annotations.update(projectSlug, created.id, { value: 1 }))).statusCode).toBe(404);
+    expect((await sdkFailure(client.annotations.delete(projectSlug, created.id))).statusCode).toBe(404);
+  });
+
+  test("the documented body on the organization route: traceId, issueId and anchor fields at the top level", async () => {
+    const { traceId } = await conversationTrace();
+    const signalId = newId();
+    const base = `/v1/organizations/${project.organizationId}/projects/${project.id}/annotations`;
+    const res = await request("POST", base, { traceId, value: 1, passed: true, feedback: "Good tone", issueId: signalId, messageIndex: 1 });
+    expect(res.status).toBe(201);
+    const created = await json(res);
+    expect(created).toMatchObject({ traceId, signalId, passed: true, sourceId: "API", source: "annotation", metadata: { rawFeedback: "Good tone", messageIndex: 1 } });
+
+    const read = await request("GET", `${base}/${created.id}`);
+    expect(read.status).toBe(200);
+    expect(await json(read)).toEqual(created);
+    const patched = await request("PATCH", `${base}/${created.id}`, { passed: false });
+    expect(await json(patched)).toMatchObject({ passed: false, feedback: "Good tone" });
+    const listed = await request("GET", `/v1/organizations/${project.organizationId}/projects/${projectSlug}/traces/${traceId}/annotations`);
+    expect((await json(listed)).items.map((item: { id: string }) => item.id)).toEqual([created.id]);
+    expect((await request("DELETE", `${base}/${created.id}`)).status).toBe(204);
+    expect((await request("GET", `${base}/${created.id}`)).status).toBe(404);
+
+    const both = await request("POST", base, { ...annotation(traceId), traceId });
+    expect(both.status).toBe(400);
+    expect((await json(both)).error).toStartWith("trace:");
+    const neither = await request("POST", base, { value: 1, passed: true, feedback: "x" });
+    expect(neither.status).toBe(400);
+    expect((await json(neither)).error).toStartWith("trace:");
+  });
+
+  test("feedback must not be empty", async () => {
+    const { traceId } = await conversationTrace();
+    for (const feedback of ["", "   "]) {
+      const res = await request("POST", `/v1/projects/${projectSlug}/annotations`, annotation(traceId, { feedback }));
+      expect(res.status).toBe(400);
+      expect((await json(res)).error).toStartWith("feedback:");
+    }
+    const created = await client.annotations.create(projectSlug, annotation(traceId));
+    const blanked = await request("PATCH", `/v1/projects/${projectSlug}/annotations/${created.id}`, { feedback: " " });
+    expect(blanked.status).toBe(400);
+  });
+
+  test("every anchor rule violation is a 400 naming the rule", async () => {
+    const { traceId } = await conversationTrace();
+    // conversation: 0 system, 1 user "What is 2+2?", 2 assistant ["It is 5." (8 chars), tool call {"expression":"2+2"}]
+    const violations: [Record<string, unknown>, string][] = [
+      [{ partIndex: 0 }, "anchor.partIndex: requires anchor.messageIndex"],
+      [{ messageIndex: 2, partIndex: 0, startOffset: 1 }, "anchor.startOffset and anchor.endOffset: must be sent together"],
+      [{ messageIndex: 2, partIndex: 0, endOffset: 3 }, "anchor.startOffset and anchor.endOffset: must be sent together"],
+      [{ messageIndex: 2, startOffset: 0, endOffset: 3 }, "anchor.startOffset: requires anchor.partIndex"],
+      [{ messageIndex: 2, partIndex: 0, startOffset: 5, endOffset: 4 }, "anchor.endOffset: must be greater than or equal to anchor.startOffset"],
+      [{ messageIndex: 2, partIndex: 0, startOffset: 0, endOffset: 3, textFormat: "markdown" }, "anchor.textFormat:"],
+      [{ messageIndex: 3 }, "anchor.messageIndex: the trace's conversation has 3 messages"],
+      [{ messageIndex: 2, partIndex: 2 }, "anchor.partIndex: message 2 has 2 parts"],
+      [{ messageIndex: 2, partIndex: 0, startOffset: 0, endOffset: 9 }, "anchor.endOffset: part 0 of message 2 is 8 characters long"],
+      [{ messageIndex: 2, partIndex: 1, startOffset: 0, endOffset: 30, textFormat: "pretty-json" }, "anchor.endOffset: part 1 of message 2 is 25 characters long"],
+      [{ messageIndex: -1 }, "anchor.messageIndex:"],
+    ];
+    for (const [anchor, message] of violations) {
+      const res = await request("POST", `/v1/projects/${projectSlug}/annotations`, annotation(traceId, { anchor }));
+      expect({ anchor, status: res.status, error: (await json(res)).error }).toEqual({ anchor, status: 400, error: expect.stringContaining(message) });
+    }
+    const topLevel = await request("POST", `/v1/projects/${projectSlug}/annotations`, { ...annotation(traceId), partIndex: 0 });
+    expect((await json(topLevel)).error).toBe("anchor.partIndex: requires anchor.messageIndex");
+
+    const valid = [
+      { messageIndex: 2, partIndex: 0, startOffset: 6, endOffset: 8 },
+      { messageIndex: 2, partIndex: 0, startOffset: 3, endOffset: 3 },
+      { messageIndex: 2, partIndex: 1, startOffset: 0, endOffset: 25, textFormat: "pretty-json" as const },
+      { messageIndex: 0 },
+    ];
+    for (const anchor of valid) {
+      const created = await client.annotations.create(projectSlug, annotation(traceId, { anchor }));
+      expect(created.metadata).toEqual({ rawFeedback: "The arithmetic is wrong", ...anchor });
+    }
+  });
+
+  test("listAnnotations pages newest first, drafts included, without repeats", async () => {
+    const { traceId } = await conversationTrace();
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await client.annotations.create(projectSlug, annotation(traceId, { feedback: `note ${i}` }))).id);
+    const draft = await system.createSystemDraft({ organizationId: project.organizationId, projectId: project.id, traceId, value: 0, passed: false, feedback: "flagged" });
+    ids.push(draft.id);
+    await client.scores.create(projectSlug, { body: { value: 1, passed: true, feedback: "", trace: { by: "id", id: traceId }, sourceId: "not-an-annotation" } });
+
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    let pages = 0;
+    for (;;) {
+      const page = await client.traces.listAnnotations(projectSlug, traceId, { limit: 2, cursor });
+      pages++;
+      seen.push(...page.items.map((item) => item.id));
+      expect(page.items.length).toBeLessThanOrEqual(2);
+      expect(page.hasMore).toBe(page.nextCursor !== null);
+      if (!page.nextCursor) break;
+      cursor = page.nextCursor;
+    }
+    expect(pages).toBe(3);
+    expect(seen).toEqual([...ids].reverse());
+    expect((await client.traces.listAnnotations(projectSlug, traceId)).items[0]).toMatchObject({ id: draft.id, sourceId: "SYSTEM", draftedAt: expect.any(String) });
+    expect(await client.traces.getAnnotation(projectSlug, traceId, ids[0]!)).toMatchObject({ id: ids[0], traceId });
+    expect((await sdkFailure(client.traces.getAnnotation(projectSlug, randomTraceId(), ids[0]!))).statusCode).toBe(404);
+
+    const bad = await request("GET", `/v1/projects/${projectSlug}/traces/${traceId}/annotations?cursor=nonsense`);
+    expect(bad.status).toBe(400);
+    const tooMany = await request("GET", `/v1/projects/${projectSlug}/traces/${traceId}/annotations?limit=201`);
+    expect(tooMany.status).toBe(400);
+  });
+
+  test("a system draft counts nowhere until it is published", async () => {
+    const { traceId } = await conversationTrace();
+    const { store, copier } = scoreStorage(vigil.ctx);
+    const draft = await system.createSystemDraft({ organizationId: project.organizationId, projectId: project.id, traceId, value: 0, passed: false, feedback: "Tool call failed" });
+    expect(draft).toMatchObject({ sourceId: "SYSTEM", annotatorId: null, draftedAt: expect.any(String), metadata: { rawFeedback: "Tool call failed" } });
+    const events = () => vigil.ctx.sql`SELECT 1 FROM failed_score_events WHERE score_id = ${draft.id}`;
+    expect(await events()).toHaveLength(0);
+    expect(await store.annotationCounts(project.id, [traceId])).toEqual(new Map());
+
+    const publishing = await request("POST", `/v1/projects/${projectSlug}/annotations/${draft.id}/publish`);
+    expect(publishing.status).toBe(200);
+    const published = await json(publishing);
+    expect(published).toMatchObject({ id: draft.id, draftedAt: null });
+    expect(await events()).toHaveLength(1);
+    await client.annotations.create(projectSlug, annotation(traceId, { value: 1, passed: true, feedback: "Recovered well" }));
+    expect(await store.annotationCounts(project.id, [traceId, randomTraceId()])).toEqual(new Map([[traceId, { positive: 1, negative: 1 }]]));
+
+    const again = await request("POST", `/v1/organizations/${project.organizationId}/projects/${project.id}/annotations/${draft.id}/publish`);
+    expect(await json(again)).toMatchObject({ id: draft.id, draftedAt: null, updatedAt: published.updatedAt });
+    await copier.drain();
+    const copy = await vigil.ctx.ch.client.query({
+      query: `SELECT drafted_at, version FROM ${vigil.ctx.ch.database}.scores FINAL WHERE id = {id:String}`,
+      query_params: { id: draft.id },
+      format: "JSONEachRow",
+    });
+    expect(await copy.json()).toEqual([{ drafted_at: null, version: 2 }]);
+  });
+
+  test("failed scores per signal and hour, from the ClickHouse copy", async () => {
+    const { traceId } = await conversationTrace();
+    const [signalA, signalB, signalC] = [newId(), newId(), newId()];
+    const create = (signalId: string, extra: Record<string, unknown> = {}) => client.annotations.create(projectSlug, annotation(traceId, { signalId, ...extra }));
+    await create(signalA);
+    await create(signalA);
+    await create(signalA, { passed: true, value: 1 });
+    await create(signalB);
+    const deleted = await create(signalB);
+    await client.annotations.delete(projectSlug, deleted.id);
+    await system.createSystemDraft({ organizationId: project.organizationId, projectId: project.id, traceId, value: 0, passed: false, feedback: "draft", signalId: signalC });
+    await scoreStorage(vigil.ctx).copier.drain();
+    const now = new Date();
+    const hour = new Date(Math.floor(now.getTime() / 3_600_000) * 3_600_000).toISOString();
+    const scope = { organizationId: project.organizationId, projectId: project.id, from: new Date(now.getTime() - 3_600_000), to: new Date(now.getTime() + 60_000) };
+    expect(await countSignalScoresPerHour(vigil.ctx.ch, { ...scope, signalIds: [signalA, signalB, signalC] })).toEqual(
+      [
+        { signalId: signalA, hour, count: 2 },
+        { signalId: signalB, hour, count: 1 },
+      ].sort((a, b) => a.signalId.localeCompare(b.signalId)),
+    );
+    expect(await countSignalScoresPerHour(vigil.ctx.ch, { ...scope, signalIds: [signalA], to: new Date(now.getTime() - 3_000_000) })).toEqual([]);
+  });
+
+  test("an unknown trace is a 404; another organization's id in the path is a 404", async () => {
+    expect((await sdkFailure(client.annotations.create(projectSlug, annotation(randomTraceId())))).statusCode).toBe(404);
+    const { traceId } = await conversationTrace();
+    const created = await client.annotations.create(projectSlug, annotation(traceId));
+    const other = await bootstrapAccount(vigil.url);
+    const otherProject = await other.client.projects.get(other.account.projectSlug);
+    const foreign = `/v1/organizations/${otherProject.organizationId}/projects/${project.id}`;
+    expect((await request("POST", `${foreign}/annotations`, annotation(traceId))).status).toBe(404);
+    expect((await request("GET", `${foreign}/annotations/${created.id}`)).status).toBe(404);
+    expect((await request("GET", `${foreign}/traces/${traceId}/annotations`)).status).toBe(404);
+    expect((await sdkFailure(other.client.annotations.get(other.account.projectSlug, created.id))).statusCode).toBe(404);
+    expect((await sdkFailure(other.client.annotations.delete(other.account.projectSlug, created.id))).statusCode).toBe(404);
+    expect(await client.annotations.get(projectSlug, created.id)).toMatchObject({ id: created.id });
+  });
+});

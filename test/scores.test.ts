@@ -1,0 +1,261 @@
+import { beforeAll, describe, expect, test } from "bun:test";
+import type { LatitudeClient } from "@latitude-data/sdk";
+import type { Vigil } from "../src/server";
+import { scoreStorage } from "../src/modules/scores/storage";
+import { resolveTraceRef } from "../src/modules/scores/trace-ref";
+import { bootstrapAccount, json, sharedVigil } from "./helpers";
+import { insertTrace, randomTraceId } from "./scored-traces";
+import { sdkFailure } from "./sdk";
+
+let vigil: Vigil;
+let client: LatitudeClient;
+let apiKey: string;
+let projectSlug: string;
+let project: { id: string; organizationId: string };
+
+beforeAll(async () => {
+  vigil = await sharedVigil();
+  const created = await bootstrapAccount(vigil.url);
+  client = created.client;
+  apiKey = created.account.apiKey;
+  projectSlug = created.account.projectSlug;
+  project = await client.projects.get(projectSlug);
+});
+
+const post = (path: string, body: unknown, key = apiKey) =>
+  fetch(vigil.url + path, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+
+const trace = (extra: Partial<Parameters<typeof insertTrace>[1]> = {}) =>
+  insertTrace(vigil.ctx, { organizationId: project.organizationId, projectId: project.id, ...extra });
+
+const scoreBody = (traceId: string) => ({ value: 0.25, passed: false, feedback: "Wrong tool chosen", trace: { by: "id" as const, id: traceId }, sourceId: "qa-script" });
+
+async function copiedScores(where: string, params: Record<string, unknown>) {
+  const { ch } = vigil.ctx;
+  const result = await ch.client.query({ query: `SELECT * FROM ${ch.database}.scores FINAL WHERE ${where} ORDER BY id`, query_params: params, format: "JSONEachRow" });
+  return result.json<Record<string, unknown>>();
+}
+
+describe("scores", () => {
+  test("the SDK creates a custom score pinned to the trace's last LLM span and session", async () => {
+    const { traceId, lastChatSpanId } = await trace({ sessionId: "session-a" });
+    const res = await post(`/v1/projects/${projectSlug}/scores`, scoreBody(traceId));
+    expect(res.status).toBe(201);
+    const score = await client.scores.create(projectSlug, { body: { ...scoreBody(traceId), duration: 1500, tokens: 12, cost: 340, metadata: { run: 7, note: null } } });
+    expect(score).toEqual({
+      id: expect.stringMatching(/^[a-z][a-z0-9]{23}$/),
+      organizationId: project.organizationId,
+      projectId: project.id,
+      sessionId: "session-a",
+      traceId,
+      spanId: lastChatSpanId,
+      simulationId: null,
+      signalId: null,
+      value: 0.25,
+      passed: false,
+      feedback: "Wrong tool chosen",
+      error: null,
+      errored: false,
+      duration: 1500,
+      tokens: 12,
+      cost: 340,
+      draftedAt: null,
+      annotatorId: null,
+      createdAt: expect.any(String),
+      updatedAt: expect.any(String),
+      source: "custom",
+      sourceId: "qa-script",
+      metadata: { run: 7, note: null },
+    } as never);
+    expect(new Date(score.createdAt).toISOString()).toBe(score.createdAt);
+  });
+
+  test("the documented flat body on the organization route keeps its span and session", async () => {
+    const { traceId, rootSpanId } = await trace({ sessionId: "from-trace" });
+    const res = await post(`/v1/organizations/${project.organizationId}/projects/${project.id}/scores`, {
+      traceId,
+      value: 1,
+      passed: true,
+      feedback: "fine",
+      source_id: "nightly",
+      spanId: rootSpanId,
+      sessionId: "explicit-session",
+      metadata: { build: "abc" },
+    });
+    expect(res.status).toBe(201);
+    const score = await json(res);
+    expect(score).toMatchObject({ traceId, spanId: rootSpanId, sessionId: "explicit-session", sourceId: "nightly", source: "custom", passed: true, metadata: { build: "abc" } });
+    const bySlug = await post(`/v1/organizations/${project.organizationId}/projects/${projectSlug}/scores`, { traceId, value: 0, passed: false, feedback: "", source_id: "x" });
+    expect(bySlug.status).toBe(201);
+    expect(await json(bySlug)).toMatchObject({ sessionId: "from-trace", feedback: "" });
+  });
+
+  test("an error marks the score errored; an empty error is a 400", async () => {
+    const { traceId } = await trace();
+    const score = await client.scores.create(projectSlug, { body: { ...scoreBody(traceId), error: "judge timed out" } });
+    expect(score).toMatchObject({ error: "judge timed out", errored: true });
+    const res = await post(`/v1/projects/${projectSlug}/scores`, { ...scoreBody(traceId), error: "" });
+    expect(res.status).toBe(400);
+    expect((await json(res)).error).toStartWith("error:");
+  });
+
+  test("values, source ids and session ids out of range are 400s naming the field", async () => {
+    const { traceId } = await trace();
+    const cases: [unknown, string][] = [
+      [{ ...scoreBody(traceId), value: 1.01 }, "value:"],
+      [{ ...scoreBody(traceId), value: -0.1 }, "value:"],
+      [{ ...scoreBody(traceId), sourceId: "" }, "sourceId:"],
+      [{ ...scoreBody(traceId), sourceId: "s".repeat(129) }, "sourceId:"],
+      [{ traceId, value: 0.5, passed: true, feedback: "ok", source_id: "x", sessionId: "s".repeat(129) }, "sessionId:"],
+      [{ traceId, value: 0.5, passed: true, feedback: "ok" }, "source_id:"],
+      [{ value: 0.5, passed: true, feedback: "ok", sourceId: "x" }, "trace:"],
+      [{ ...scoreBody(traceId), trace: { by: "id", id: "short" } }, "trace"],
+    ];
+    for (const [body, field] of cases) {
+      const res = await post(`/v1/projects/${projectSlug}/scores`, body);
+      expect(res.status).toBe(400);
+      expect((await json(res)).error).toStartWith(field);
+    }
+    const accepted = await post(`/v1/projects/${projectSlug}/scores`, { ...scoreBody(traceId), sourceId: "s".repeat(128), value: 1 });
+    expect(accepted.status).toBe(201);
+  });
+
+  test("the evaluation variant is internal: an API key gets a 400", async () => {
+    const { traceId } = await trace();
+    const failure = await sdkFailure(
+      client.scores.create(projectSlug, {
+        body: { ...scoreBody(traceId), _evaluation: true, sourceId: "a".repeat(24), metadata: { evaluationHash: "h" } },
+      }),
+    );
+    expect(failure.statusCode).toBe(400);
+    expect(failure.body.error).toStartWith("_evaluation:");
+  });
+
+  test("an unknown trace is a 404; another organization's ids are 404s", async () => {
+    const missing = await sdkFailure(client.scores.create(projectSlug, { body: scoreBody(randomTraceId()) }));
+    expect(missing.statusCode).toBe(404);
+    const { traceId } = await trace();
+    const other = await bootstrapAccount(vigil.url);
+    const otherProject = await other.client.projects.get(other.account.projectSlug);
+    const foreignOrg = await post(`/v1/organizations/${otherProject.organizationId}/projects/${otherProject.id}/scores`, scoreBody(traceId));
+    expect(foreignOrg.status).toBe(404);
+    const foreignOrgOwnProject = await post(`/v1/organizations/${otherProject.organizationId}/projects/${project.id}/scores`, scoreBody(traceId));
+    expect(foreignOrgOwnProject.status).toBe(404);
+    const otherOnly = await other.client.projects.create({ name: "Only elsewhere" });
+    expect((await post(`/v1/projects/${otherOnly.slug}/scores`, scoreBody(traceId))).status).toBe(404);
+    const otherOrganizationsTrace = await sdkFailure(other.client.scores.create(other.account.projectSlug, { body: scoreBody(traceId) }));
+    expect(otherOrganizationsTrace.statusCode).toBe(404);
+  });
+
+  test("TraceRef by filters must match exactly one trace; the 400 says how many matched", async () => {
+    const userId = `user-${crypto.randomUUID()}`;
+    const byUser = { by: "filters" as const, filters: { userId: [{ op: "eq" as const, value: userId }] } };
+    const none = await sdkFailure(client.scores.create(projectSlug, { body: { ...scoreBody(randomTraceId()), trace: byUser } }));
+    expect(none.statusCode).toBe(400);
+    expect(none.body.error).toBe("trace.filters: must match exactly one trace; they match 0 traces");
+
+    const { traceId, lastChatSpanId } = await trace({ userId, sessionId: "only-one" });
+    const score = await client.scores.create(projectSlug, { body: { ...scoreBody(randomTraceId()), trace: byUser } });
+    expect(score).toMatchObject({ traceId, spanId: lastChatSpanId, sessionId: "only-one" });
+
+    await trace({ userId });
+    const two = await sdkFailure(client.scores.create(projectSlug, { body: { ...scoreBody(randomTraceId()), trace: byUser } }));
+    expect(two.statusCode).toBe(400);
+    expect(two.body.error).toBe("trace.filters: must match exactly one trace; they match 2 traces");
+
+    const unknownField = await post(`/v1/projects/${projectSlug}/scores`, { ...scoreBody(traceId), trace: { by: "filters", filters: { colour: [{ op: "eq", value: "red" }] } } });
+    expect(unknownField.status).toBe(400);
+    expect((await json(unknownField)).error).toBe("trace.filters.colour: unknown filter field");
+    const badBy = await post(`/v1/projects/${projectSlug}/scores`, { ...scoreBody(traceId), trace: { by: "name", name: "x" } });
+    expect((await json(badBy)).error).toBe("trace.by: must be one of: id, filters");
+  });
+
+  test("score.* filters find traces by their published scores", async () => {
+    const tag = `scored-${crypto.randomUUID()}`;
+    const failing = await trace({ tags: [tag] });
+    const passing = await trace({ tags: [tag] });
+    const unscored = await trace({ tags: [tag] });
+    const sourceId = `pipeline-${crypto.randomUUID()}`;
+    await client.scores.create(projectSlug, { body: { ...scoreBody(failing.traceId), sourceId, value: 0.1 } });
+    await client.scores.create(projectSlug, { body: { ...scoreBody(failing.traceId), sourceId: "judge", error: "timeout" } });
+    await client.scores.create(projectSlug, { body: { ...scoreBody(passing.traceId), sourceId, value: 0.9, passed: true } });
+    await scoreStorage(vigil.ctx).copier.drain();
+
+    // Resolving a TraceRef runs the compiled filters without writing a score that would change the next answer.
+    const matching = (filters: Record<string, { op: string; value: unknown }[]>) =>
+      resolveTraceRef(vigil.ctx.ch, project.organizationId, project.id, { by: "filters", filters: { tags: [{ op: "eq", value: tag }], ...filters } as never }).then(
+        (match) => [match.traceId],
+        (error: Error) => error.message,
+      );
+    expect(await matching({ "score.passed": [{ op: "eq", value: false }] })).toEqual([failing.traceId]);
+    expect(await matching({ "score.passed": [{ op: "eq", value: true }] })).toEqual([passing.traceId]);
+    expect(await matching({ "score.errored": [{ op: "eq", value: true }] })).toEqual([failing.traceId]);
+    expect(await matching({ "score.value": [{ op: "gte", value: 0.5 }] })).toEqual([passing.traceId]);
+    expect(await matching({ "score.sourceId": [{ op: "eq", value: "judge" }] })).toEqual([failing.traceId]);
+    expect(await matching({ "score.source": [{ op: "eq", value: "custom" }] })).toContain("they match 2 traces");
+    expect(await matching({ "score.source": [{ op: "eq", value: "annotation" }] })).toContain("they match 0 traces");
+    expect(await matching({ "score.sourceId": [{ op: "in", value: [sourceId] }], "score.value": [{ op: "lt", value: 0.5 }] })).toEqual([failing.traceId]);
+    expect(await matching({ "score.sourceId": [{ op: "neq", value: sourceId }] })).toEqual([unscored.traceId]);
+    expect(await matching({ "score.annotatorId": [{ op: "eq", value: "nobody" }] })).toContain("they match 0 traces");
+    expect(await matching({ "score.signalId": [{ op: "notIn", value: ["x"] }], "score.simulationId": [{ op: "eq", value: "" }] })).toContain("they match 2 traces");
+    expect(await matching({ "score.flavour": [{ op: "eq", value: "x" }] })).toBe("trace.filters.score.flavour: unknown filter field");
+    expect(await matching({ "score.source": [{ op: "eq", value: "robot" }] })).toStartWith("trace.filters.score.source[0].value must be one of");
+  });
+
+  test("the ClickHouse copy lands through the outbox, and a rebuild changes nothing", async () => {
+    const { traceId } = await trace();
+    const score = await client.scores.create(projectSlug, { body: scoreBody(traceId) });
+    const { copier } = scoreStorage(vigil.ctx);
+    await copier.drain();
+    const [copy] = await copiedScores("id = {id:String}", { id: score.id });
+    expect(copy).toMatchObject({
+      organization_id: project.organizationId,
+      project_id: project.id,
+      trace_id: traceId,
+      source: "custom",
+      source_id: "qa-script",
+      passed: false,
+      errored: false,
+      value: 0.25,
+      deleted: 0,
+      version: 1,
+      drafted_at: null,
+    });
+    const { ch } = vigil.ctx;
+    const countAll = async () => {
+      const result = await ch.client.query({ query: `SELECT count() AS n FROM ${ch.database}.scores FINAL`, format: "JSONEachRow" });
+      return (await result.json<{ n: number }>())[0]!.n;
+    };
+    const before = await countAll();
+    const [{ total }] = await vigil.ctx.sql<{ total: number }[]>`SELECT count(*)::int AS total FROM scores`;
+    expect(before).toBe(total);
+    expect(await copier.rebuild()).toBe(total);
+    expect(await copier.rebuild()).toBe(total);
+    expect(await countAll()).toBe(before);
+    expect((await copiedScores("id = {id:String}", { id: score.id }))[0]).toEqual(copy!);
+  });
+
+  test("the copy is rebuilt from PostgreSQL after it is lost", async () => {
+    const { traceId } = await trace();
+    const score = await client.scores.create(projectSlug, { body: scoreBody(traceId) });
+    const { copier } = scoreStorage(vigil.ctx);
+    await copier.drain();
+    const { ch } = vigil.ctx;
+    await ch.client.command({ query: `ALTER TABLE ${ch.database}.scores DELETE WHERE id = {id:String}`, query_params: { id: score.id }, clickhouse_settings: { mutations_sync: "1" } });
+    expect(await copiedScores("id = {id:String}", { id: score.id })).toHaveLength(0);
+    await copier.rebuild();
+    expect(await copiedScores("id = {id:String}", { id: score.id })).toHaveLength(1);
+  });
+
+  test("published failed scores with feedback are recorded for discovery; passed, errored and blank ones are not", async () => {
+    const { traceId } = await trace();
+    const failed = await client.scores.create(projectSlug, { body: scoreBody(traceId) });
+    const passed = await client.scores.create(projectSlug, { body: { ...scoreBody(traceId), passed: true } });
+    const errored = await client.scores.create(projectSlug, { body: { ...scoreBody(traceId), error: "boom" } });
+    const blank = await client.scores.create(projectSlug, { body: { ...scoreBody(traceId), feedback: "  " } });
+    const events = await vigil.ctx.sql<{ score_id: string; project_id: string; consumed_at: Date | null }[]>`
+      SELECT score_id, project_id, consumed_at FROM failed_score_events
+      WHERE score_id IN ${vigil.ctx.sql([failed.id, passed.id, errored.id, blank.id])}`;
+    expect([...events]).toEqual([{ score_id: failed.id, project_id: project.id, consumed_at: null }]);
+  });
+});

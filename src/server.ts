@@ -5,8 +5,10 @@ import { startJobs } from "./jobs";
 import { openClickHouse } from "./db/clickhouse";
 import { migrateClickHouse, migratePostgres } from "./db/migrate";
 import { openPostgres } from "./db/postgres";
+import { spanWriterOptions, startSpanWriter, type SpanWriter } from "./ingest/write";
 import { createLogger, type Logger } from "./lib/log";
 import { AuthService } from "./modules/auth/service";
+import { RedactionPolicies } from "./ingest/redaction-policy";
 
 export interface Vigil {
   ctx: Context;
@@ -21,9 +23,11 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
   const pg = await openPostgres(config.databaseUrl, config.dataDir, log);
   const ch = openClickHouse(config);
   const shutdownTasks: (() => Promise<void> | void)[] = [];
+  let spanWriter: SpanWriter;
   try {
     await migratePostgres(pg.sql, log);
     await migrateClickHouse(ch, config.clickhouse.cluster, log);
+    spanWriter = await startSpanWriter(spanWriterOptions(config, ch, log));
   } catch (error) {
     await ch.close();
     await pg.close();
@@ -35,8 +39,12 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
     ch,
     log,
     auth: new AuthService(pg.sql),
+    redaction: new RedactionPolicies(pg.sql, { pseudonymSecret: config.pseudonymSecret }),
+    spanWriter,
     onShutdown: (task) => shutdownTasks.push(task),
   };
+  // Registered first, so it runs last: after the receivers stop, before the stores close.
+  ctx.onShutdown(() => spanWriter.close());
   const app = createApp(ctx).listen({ port: config.port, hostname: config.host });
   startJobs(ctx);
   const port = app.server!.port!;

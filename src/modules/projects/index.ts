@@ -30,8 +30,8 @@ const update = {
 const remove = { response: { 204: t.Void() }, detail: { summary: "Delete a project", description: "Soft delete; the name becomes free again." } };
 
 /** Projects of the credential's organization, under `/v1/projects` and the spec's organization-scoped paths. */
-export const projectsModule = ({ sql, auth }: Context) => {
-  const projects = new ProjectsService(sql);
+export const projectsModule = ({ sql, auth, redaction }: Context) => {
+  const projects = new ProjectsService(sql, redaction);
   return new Elysia({ name: "projects", detail: { tags: ["projects"] } })
     .use(authGuard(auth))
     .post("/v1/projects", async ({ principal, body, status }) => status(201, await projects.create(principal.organizationId, body.name)), create)

@@ -3,6 +3,7 @@ import { badRequest, conflict, notFound } from "../../lib/errors";
 import { newId, slugify } from "../../lib/ids";
 import { decodeCursor, pageLimit, toPage, type Page } from "../../lib/pagination";
 import type { Principal } from "../auth/service";
+import type { RedactionPolicies } from "../../ingest/redaction-policy";
 import { flaggerSlugs, type FlaggersPatch, type Project, type ProjectSettings, type RedactionSetting, type UpdateProjectBody } from "./model";
 
 interface ProjectRow {
@@ -133,7 +134,10 @@ export async function setOrganizationRedaction(sql: Queryable, organizationId: s
 const cursorTimestamp = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
 export class ProjectsService {
-  constructor(private sql: Sql) {}
+  constructor(
+    private sql: Sql,
+    private redaction: RedactionPolicies,
+  ) {}
 
   create(organizationId: string, name: string): Promise<Project> {
     return insertProject(this.sql, organizationId, name);
@@ -166,7 +170,7 @@ export class ProjectsService {
     const name = patch.name === undefined ? undefined : projectName(patch.name);
     if (name === undefined && settings === undefined && flaggers === undefined) return this.get(organizationId, slugOrId);
     try {
-      return await this.sql.begin(async (tx) => {
+      const project = await this.sql.begin(async (tx) => {
         const [current] = await tx<ProjectRow[]>`${selectActiveProject(tx, organizationId, slugOrId)} FOR UPDATE`;
         if (!current) throw notFound("Project");
         const mergedSettings = settings === undefined ? current.settings : mergeSettings(current.settings ?? {}, settings);
@@ -182,6 +186,8 @@ export class ProjectsService {
           RETURNING *`;
         return toProject(row!);
       });
+      if (settings !== undefined) this.redaction.invalidate(organizationId, project.id);
+      return project;
     } catch (error) {
       if (isUniqueViolation(error, "projects_active_name_key")) throw duplicateName(name!);
       throw error;

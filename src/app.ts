@@ -9,6 +9,7 @@ import { apiKeysModule } from "./modules/api-keys";
 import { healthModule } from "./modules/health";
 import { projectsModule } from "./modules/projects";
 import { scoresModule } from "./modules/scores";
+import { tracesModule } from "./modules/traces";
 
 function validationMessage(error: ValidationError): string {
   const first = error.all[0] as ({ path?: string } & Parameters<typeof describeValueError>[0]) | undefined;
@@ -82,7 +83,8 @@ export function createApp(ctx: Context) {
     .use(projectsModule(ctx))
     .use(apiKeysModule(ctx))
     .use(scoresModule(ctx))
-    .use(annotationsModule(ctx));
+    .use(annotationsModule(ctx))
+    .use(tracesModule(ctx));
 }
 
 export type App = ReturnType<typeof createApp>;

@@ -106,6 +106,8 @@ export interface TraceScope {
   projectId: string;
   /** Placeholder of an `Array(String)` limiting the relation to these traces. */
   traceIds?: string;
+  /** Placeholder of a `String`: only traces whose id sorts after it (keyset walks in id order). */
+  traceIdAfter?: string;
   /**
    * Placeholder of a `DateTime64(3, 'UTC')`: the relation as it was when spans ingested up to this
    * instant were all there. Traces whose spans all arrived later are absent; traces that gained
@@ -145,7 +147,8 @@ export function traceRelationSql(columns: Iterable<TraceColumn>, scope: TraceSco
   const wanted = new Set(columns);
   const stored = storedColumnsFor(wanted);
   const tenant = `organization_id = ${scope.organizationId} AND project_id = ${scope.projectId}`;
-  const idFilter = scope.traceIds ? ` AND trace_id IN ${scope.traceIds}` : "";
+  let idFilter = scope.traceIds ? ` AND trace_id IN ${scope.traceIds}` : "";
+  if (scope.traceIdAfter) idFilter += ` AND trace_id > ${scope.traceIdAfter}`;
   const branch = (source: "rollup" | "spans") =>
     ["trace_id", ...stored.map((column) => `${aggregates[column][source]} AS a_${column}`)].join(", ");
 

@@ -1,0 +1,291 @@
+import type { ClickHouseStore } from "../../db/clickhouse";
+import { notFound } from "../../lib/errors";
+import type { SessionMemoryChanges, SessionMemorySummary } from "./model";
+import { QueryParams } from "./params";
+import { jsonObjects } from "./rows";
+import type { ProjectRef } from "./service";
+
+/**
+ * Memory footprint of a session or trace, read from spans of the OpenTelemetry GenAI memory
+ * conventions (`gen_ai.operation.name`):
+ * - `search_memory`: a read; each record returned counts its tokens as read tokens.
+ * - `update_memory`: an upsert of records; `delete_memory`: removal of records;
+ *   `delete_memory_store`: removal of every record of the store known so far; `create_memory_store`
+ *   changes no record.
+ * - store and record: columns `memory_store_id` / `memory_record_id` (`gen_ai.memory.store.id`,
+ *   `gen_ai.memory.record.id`); "" is the unattributed bucket.
+ * - record bodies: the `gen_ai.memory.records` attribute (a JSON array of {id?, content}; a record
+ *   without id belongs to the span's record id), else the span's content: the input messages (or
+ *   tool input) of an update, the output messages (or tool output) of a search.
+ * Changes compare each record's body before the scope's first write (the latest earlier write in the
+ * project) with its body after the scope's last write.
+ */
+
+const memoryOperations = ["search_memory", "update_memory", "delete_memory", "create_memory_store", "delete_memory_store"];
+const writeOperations = ["update_memory", "delete_memory", "delete_memory_store"];
+/** How far back a record's earlier body is looked for, in writes to the scope's stores. */
+const historyLimit = 5000;
+
+/** Token estimate: about four characters a token, as common BPE vocabularies average over English text. */
+export const estimateTokens = (text: string | null) => (text ? Math.ceil(text.length / 4) : 0);
+
+interface MemorySpanRow {
+  span_id: string;
+  trace_id: string;
+  start_time: string;
+  operation: string;
+  memory_store_id: string;
+  memory_record_id: string;
+  records_json: string;
+  input_messages: string;
+  output_messages: string;
+  tool_input: string;
+  tool_output: string;
+}
+
+interface RecordEvent {
+  recordId: string;
+  /** null when the span did not capture the body. */
+  body: string | null;
+}
+
+function messagesText(json: string): string | null {
+  const texts = jsonObjects(json).flatMap((message) =>
+    Array.isArray(message.parts)
+      ? message.parts.flatMap((part: { type?: unknown; content?: unknown }) => (part?.type === "text" && typeof part.content === "string" ? [part.content] : []))
+      : [],
+  );
+  return texts.length ? texts.join("\n") : null;
+}
+
+const bodyText = (content: unknown) => (content === undefined || content === null ? null : typeof content === "string" ? content : JSON.stringify(content));
+
+/** The records a memory span touches, with the bodies it carries. */
+function recordsOf(span: MemorySpanRow): RecordEvent[] {
+  const listed = jsonObjects(span.records_json);
+  if (listed.length) {
+    return listed.map((record) => ({ recordId: typeof record.id === "string" ? record.id : span.memory_record_id, body: bodyText(record.content) }));
+  }
+  const fallback =
+    span.operation === "search_memory"
+      ? (messagesText(span.output_messages) ?? (span.tool_output || null))
+      : span.operation === "update_memory"
+        ? (messagesText(span.input_messages) ?? (span.tool_input || null))
+        : null;
+  return [{ recordId: span.memory_record_id, body: fallback }];
+}
+
+const recordKey = (storeId: string, recordId: string) => `${storeId}\u0000${recordId}`;
+
+/** Tokens an edit added and removed: the differing middle of the two bodies, after their common ends. */
+function endpointDiff(before: string, after: string): { added: number; removed: number } {
+  let prefix = 0;
+  const shorter = Math.min(before.length, after.length);
+  while (prefix < shorter && before[prefix] === after[prefix]) prefix++;
+  let suffix = 0;
+  while (suffix < shorter - prefix && before[before.length - 1 - suffix] === after[after.length - 1 - suffix]) suffix++;
+  return {
+    added: estimateTokens(after.slice(prefix, after.length - suffix)),
+    removed: estimateTokens(before.slice(prefix, before.length - suffix)),
+  };
+}
+
+interface RecordState {
+  storeId: string;
+  recordId: string;
+  readTokens: number;
+  written: boolean;
+  /** After the scope's last write. */
+  exists: boolean;
+  body: string | null;
+  lastChangeSpanId: string | null;
+  firstWriteAt: string | null;
+}
+
+interface Prior {
+  exists: boolean;
+  body: string | null;
+}
+
+export type MemoryScope = { kind: "session"; sessionId: string; traceId?: string } | { kind: "trace"; traceId: string };
+
+const spanColumns = `span_id, trace_id, toString(start_time) AS start_time, operation, memory_store_id, memory_record_id,
+  attr_string['gen_ai.memory.records'] AS records_json, input_messages, output_messages, tool_input, tool_output`;
+
+export class MemoryService {
+  constructor(private readonly ch: ClickHouseStore) {}
+
+  private async rows<T>(query: string, params: QueryParams): Promise<T[]> {
+    const result = await this.ch.client.query({ query, query_params: params.values, format: "JSONEachRow" });
+    return result.json<T>();
+  }
+
+  /** The trace ids of the scope; 404 when the session or trace is unknown or the trace is not the session's. */
+  private async scopeTraceIds(project: ProjectRef, scope: MemoryScope): Promise<string[]> {
+    const params = new QueryParams();
+    const tenant = `organization_id = ${params.bind(project.organizationId, "String")} AND project_id = ${params.bind(project.id, "String")}`;
+    if (scope.kind === "trace") {
+      const [row] = await this.rows<{ trace_id: string }>(
+        `SELECT trace_id FROM ${this.ch.database}.traces WHERE ${tenant} AND trace_id = ${params.bind(scope.traceId, "String")} LIMIT 1`,
+        params,
+      );
+      if (!row) throw notFound("Trace");
+      return [scope.traceId];
+    }
+    const rows = await this.rows<{ trace_id: string }>(
+      `SELECT DISTINCT trace_id FROM ${this.ch.database}.spans WHERE ${tenant} AND session_id = ${params.bind(scope.sessionId, "String")}`,
+      params,
+    );
+    if (!rows.length) throw notFound("Session");
+    const ids = rows.map((row) => row.trace_id);
+    if (scope.traceId === undefined) return ids;
+    if (!ids.includes(scope.traceId)) throw notFound("Trace");
+    return [scope.traceId];
+  }
+
+  private async analyze(project: ProjectRef, scope: MemoryScope) {
+    const traceIds = await this.scopeTraceIds(project, scope);
+    const params = new QueryParams();
+    const tenant = `organization_id = ${params.bind(project.organizationId, "String")} AND project_id = ${params.bind(project.id, "String")}`;
+    const operations = params.bind(memoryOperations, "Array(String)");
+    const spans = await this.rows<MemorySpanRow>(
+      `SELECT ${spanColumns} FROM ${this.ch.database}.spans FINAL
+       WHERE ${tenant} AND trace_id IN ${params.bind(traceIds, "Array(String)")} AND operation IN ${operations}
+       ORDER BY start_time, span_id`,
+      params,
+    );
+
+    const states = new Map<string, RecordState>();
+    const state = (storeId: string, recordId: string) => {
+      const key = recordKey(storeId, recordId);
+      let found = states.get(key);
+      if (!found) {
+        found = { storeId, recordId, readTokens: 0, written: false, exists: false, body: null, lastChangeSpanId: null, firstWriteAt: null };
+        states.set(key, found);
+      }
+      return found;
+    };
+    const write = (record: RecordState, span: MemorySpanRow, exists: boolean, body: string | null) => {
+      record.written = true;
+      record.exists = exists;
+      record.body = body;
+      record.lastChangeSpanId = span.span_id;
+      record.firstWriteAt ??= span.start_time;
+    };
+
+    for (const span of spans) {
+      const storeId = span.memory_store_id;
+      if (span.operation === "search_memory") {
+        for (const { recordId, body } of recordsOf(span)) state(storeId, recordId).readTokens += estimateTokens(body);
+      } else if (span.operation === "update_memory") {
+        for (const { recordId, body } of recordsOf(span)) write(state(storeId, recordId), span, true, body);
+      } else if (span.operation === "delete_memory") {
+        for (const { recordId } of recordsOf(span)) write(state(storeId, recordId), span, false, null);
+      } else if (span.operation === "delete_memory_store") {
+        for (const record of states.values()) if (record.storeId === storeId && record.exists) write(record, span, false, null);
+      }
+    }
+
+    const priors = await this.priorBodies(project, [...states.values()].filter((record) => record.written));
+    return { states: [...states.values()].sort((a, b) => a.storeId.localeCompare(b.storeId) || a.recordId.localeCompare(b.recordId)), priors };
+  }
+
+  /**
+   * Each written record's state just before the scope first wrote it: the latest earlier write to it
+   * anywhere in the project. A record with no earlier write did not exist.
+   */
+  private async priorBodies(project: ProjectRef, written: RecordState[]): Promise<Map<string, Prior>> {
+    const priors = new Map<string, Prior>();
+    if (!written.length) return priors;
+    const params = new QueryParams();
+    const firstWrite = written.reduce((earliest, record) => (record.firstWriteAt! < earliest ? record.firstWriteAt! : earliest), written[0].firstWriteAt!);
+    const history = await this.rows<MemorySpanRow>(
+      `SELECT ${spanColumns} FROM ${this.ch.database}.spans FINAL
+       WHERE organization_id = ${params.bind(project.organizationId, "String")} AND project_id = ${params.bind(project.id, "String")}
+         AND operation IN ${params.bind(writeOperations, "Array(String)")}
+         AND memory_store_id IN ${params.bind([...new Set(written.map((record) => record.storeId))], "Array(String)")}
+         AND start_time < ${params.bind(firstWrite, "DateTime64(9, 'UTC')")}
+       ORDER BY start_time DESC, span_id DESC
+       LIMIT ${historyLimit}`,
+      params,
+    );
+    const pending = new Map(written.map((record) => [recordKey(record.storeId, record.recordId), record]));
+    for (const span of history) {
+      if (!pending.size) break;
+      const settle = (key: string, prior: Prior) => {
+        const record = pending.get(key);
+        // Only writes before this record's own first write in the scope describe its earlier state.
+        if (!record || span.start_time >= record.firstWriteAt!) return;
+        priors.set(key, prior);
+        pending.delete(key);
+      };
+      if (span.operation === "delete_memory_store") {
+        for (const key of [...pending.keys()]) if (pending.get(key)!.storeId === span.memory_store_id) settle(key, { exists: false, body: null });
+        continue;
+      }
+      for (const { recordId, body } of recordsOf(span)) {
+        settle(recordKey(span.memory_store_id, recordId), span.operation === "update_memory" ? { exists: true, body } : { exists: false, body: null });
+      }
+    }
+    return priors;
+  }
+
+  async summary(project: ProjectRef, scope: MemoryScope): Promise<SessionMemorySummary> {
+    const { states, priors } = await this.analyze(project, scope);
+    const records = states.map((record) => {
+      const change = changeOf(record, priors.get(recordKey(record.storeId, record.recordId)));
+      return {
+        storeId: record.storeId,
+        recordId: record.recordId,
+        readTokens: record.readTokens,
+        tokensAdded: change?.tokensAdded ?? 0,
+        tokensRemoved: change?.tokensRemoved ?? 0,
+      };
+    });
+    const sum = (pick: (record: (typeof records)[number]) => number) => records.reduce((total, record) => total + pick(record), 0);
+    return {
+      records,
+      total: {
+        readTokens: sum((record) => record.readTokens),
+        tokensAdded: sum((record) => record.tokensAdded),
+        tokensRemoved: sum((record) => record.tokensRemoved),
+        writeRecords: states.filter((record) => record.written).length,
+      },
+    };
+  }
+
+  async changes(project: ProjectRef, scope: MemoryScope): Promise<SessionMemoryChanges> {
+    const { states, priors } = await this.analyze(project, scope);
+    const records = states.flatMap((record) => {
+      const change = changeOf(record, priors.get(recordKey(record.storeId, record.recordId)));
+      return change && (change.tokensAdded || change.tokensRemoved || change.kind !== "updated" || change.beforeBody !== change.afterBody) ? [change] : [];
+    });
+    return { records };
+  }
+}
+
+type Change = SessionMemoryChanges["records"][number];
+
+/** The net change the scope made to one record; null when it made none (not written, or created and removed). */
+function changeOf(record: RecordState, prior: Prior = { exists: false, body: null }): Change | null {
+  if (!record.written || (!prior.exists && !record.exists)) return null;
+  const kind: Change["kind"] = !record.exists ? "removed" : prior.exists ? "updated" : "added";
+  const beforeBody = kind === "added" ? null : prior.body;
+  const afterBody = kind === "removed" ? null : record.body;
+  const degraded = (kind !== "added" && beforeBody === null) || (kind !== "removed" && afterBody === null);
+  let tokens = { added: 0, removed: 0 };
+  if (kind === "added") tokens = { added: estimateTokens(afterBody), removed: 0 };
+  else if (kind === "removed") tokens = { added: 0, removed: estimateTokens(beforeBody) };
+  else if (beforeBody !== null && afterBody !== null) tokens = endpointDiff(beforeBody, afterBody);
+  return {
+    storeId: record.storeId,
+    recordId: record.recordId,
+    kind,
+    beforeBody,
+    afterBody,
+    tokensAdded: tokens.added,
+    tokensRemoved: tokens.removed,
+    degraded,
+    lastChangeSpanId: record.lastChangeSpanId,
+  };
+}

@@ -1,0 +1,348 @@
+import type { ClickHouseStore } from "../../db/clickhouse";
+import { badRequest, notFound } from "../../lib/errors";
+import { decodeTraceCursor, encodeTraceCursor, walkFingerprint, type TraceCursor } from "./cursor";
+import { compileTraceFilters, isoToDateTime64, validateTraceFilters, type FilterSqlContext, type ValidFilterSet } from "./filters";
+import type { ListTracesBody, SortDirection, SortField, Span, SpanDetail, Trace, TraceAnalyticsResponse, TraceDetail } from "./model";
+import { QueryParams } from "./params";
+import { bindScope, traceItemColumns, traceRelationSql, withSnapshot, type TraceColumn, type TraceScope } from "./relation";
+import { conversationOf, spanDetailColumns, spanItemColumns, toSpan, toSpanDetail, toTrace, type AnnotationCounts, type SpanDetailRow, type SpanItemRow, type TraceItemRow } from "./rows";
+import type { TraceSearch } from "./search";
+
+/** The project a request addresses, resolved from its path. */
+export interface ProjectRef {
+  id: string;
+  organizationId: string;
+}
+
+interface SortKeyPart {
+  /** Expression the rows are ordered by. */
+  order: string;
+  /** Exact text of the key for the cursor. */
+  select: string;
+  type: "Int64" | "UInt64" | "Float64";
+  /** SQL comparable with `order` from the bound key. */
+  bound(placeholder: string): string;
+}
+
+const timeKey = (column: "start_time" | "end_time"): SortKeyPart => ({
+  order: column,
+  select: `toString(toUnixTimestamp64Nano(${column}))`,
+  type: "Int64",
+  bound: (placeholder) => `fromUnixTimestamp64Nano(${placeholder}, 'UTC')`,
+});
+const plainKey = (column: TraceColumn, type: SortKeyPart["type"]): SortKeyPart => ({
+  order: column,
+  select: `toString(${column})`,
+  type,
+  bound: (placeholder) => placeholder,
+});
+
+const sorts: Record<SortField, { columns: TraceColumn[]; key: SortKeyPart[] }> = {
+  startTime: { columns: ["start_time"], key: [timeKey("start_time")] },
+  endTime: { columns: ["end_time"], key: [timeKey("end_time")] },
+  durationNs: { columns: ["duration_ns"], key: [plainKey("duration_ns", "Int64")] },
+  tokensTotal: { columns: ["tokens_total"], key: [plainKey("tokens_total", "UInt64")] },
+  costTotalMicrocents: { columns: ["cost_total_microcents"], key: [plainKey("cost_total_microcents", "UInt64")] },
+  // Best match first, then most recent.
+  relevance: { columns: ["start_time"], key: [plainKey("relevance" as TraceColumn, "Float64"), timeKey("start_time")] },
+};
+
+const keyFormats: Record<SortKeyPart["type"], RegExp> = {
+  Int64: /^-?\d{1,19}$/,
+  UInt64: /^\d{1,20}$/,
+  Float64: /^-?(\d+(\.\d*)?|\.\d+)(e[-+]?\d+)?$/i,
+};
+
+const llmOperations = "('chat', 'text_completion', 'generate_content')";
+const halfDayMs = 12 * 3600 * 1000;
+const maxAnalyticsDays = 1000;
+const nsPerSecond = 1e9;
+const microcentsPerUsd = 1e8;
+
+interface PageRow {
+  trace_id: string;
+  key: string[];
+  observed_at: string;
+}
+
+export class TracesService {
+  constructor(
+    private readonly ch: ClickHouseStore,
+    private readonly search: TraceSearch,
+  ) {}
+
+  private get database() {
+    return this.ch.database;
+  }
+
+  private async rows<T>(query: string, params: QueryParams): Promise<T[]> {
+    const result = await this.ch.client.query({ query, query_params: params.values, format: "JSONEachRow" });
+    return result.json<T>();
+  }
+
+  /** The compile context of a filter set over a scope; percentiles read the same scope. */
+  filterContext(scope: TraceScope, params: QueryParams): FilterSqlContext {
+    return {
+      params,
+      database: this.database,
+      organizationId: scope.organizationId,
+      projectId: scope.projectId,
+      spanScope: scope.snapshot ? `ingested_at <= ${scope.snapshot}` : "1",
+      percentile: (expression, columns, fraction, window) =>
+        `(SELECT quantileExact(${params.bind(fraction, "Float64")})(${expression}) FROM ${traceRelationSql(columns, { database: scope.database, organizationId: scope.organizationId, projectId: scope.projectId, snapshot: scope.snapshot })} WHERE ${window})`,
+    };
+  }
+
+  async list(project: ProjectRef, body: ListTracesBody): Promise<{ items: Trace[]; nextCursor: string | null; hasMore: boolean }> {
+    const limit = body.limit ?? 50;
+    const query = body.query?.trim() ?? "";
+    const sortBy: SortField = body.sortBy === "relevance" && !query ? "startTime" : (body.sortBy ?? "startTime");
+    const direction: SortDirection = body.sortDirection ?? "desc";
+    const filters = validateTraceFilters(body.filters);
+    const fingerprint = walkFingerprint(query, body.filters);
+    const cursor = body.cursor ? decodeTraceCursor(body.cursor, { sortBy: body.sortBy ?? "startTime", direction, fingerprint }) : null;
+
+    const page = await this.selectPage(project, { sortBy, direction, query, filters, cursor, limit });
+    const hasMore = page.length > limit;
+    const rows = page.slice(0, limit);
+    const snapshot = cursor?.snapshot ?? rows[0]?.observed_at;
+    const items = await this.traceItems(project, rows.map((row) => row.trace_id), cursor?.snapshot);
+    const last = rows.at(-1);
+    const nextCursor =
+      hasMore && last && snapshot
+        ? encodeTraceCursor({ sortBy: body.sortBy ?? "startTime", direction, key: last.key, traceId: last.trace_id, snapshot, fingerprint })
+        : null;
+    return { items, nextCursor, hasMore };
+  }
+
+  /**
+   * Picks the ids of one page: only the sort key and the columns the filters read are aggregated.
+   * Pages after the first read the relation at the walk's snapshot, so keys do not move under the
+   * cursor while spans arrive.
+   */
+  private async selectPage(
+    project: ProjectRef,
+    walk: { sortBy: SortField; direction: SortDirection; query: string; filters: ValidFilterSet; cursor: TraceCursor | null; limit: number },
+  ): Promise<PageRow[]> {
+    const params = new QueryParams();
+    const scope = bindScope(params, this.database, project.organizationId, project.id);
+    if (walk.cursor) scope.snapshot = params.bind(walk.cursor.snapshot, "DateTime64(3, 'UTC')");
+    const sort = sorts[walk.sortBy];
+    const compiled = compileTraceFilters(walk.filters, this.filterContext(scope, params));
+    const relation = traceRelationSql(new Set([...sort.columns, ...compiled.columns]), scope);
+    const search = walk.query ? await this.search.relevanceSql(walk.query, scope, params) : null;
+    const from = search ? `${relation} AS trace INNER JOIN ${search} AS match ON trace.trace_id = match.trace_id` : relation;
+
+    const conditions = [compiled.where];
+    if (walk.cursor) {
+      const { key, traceId } = walk.cursor;
+      if (key.length !== sort.key.length || !sort.key.every((part, i) => keyFormats[part.type].test(key[i]))) {
+        throw badRequest("cursor: is not a cursor returned by this list");
+      }
+      const bounds = sort.key.map((part, i) => part.bound(params.bind(key[i], part.type)));
+      const comparison = walk.direction === "desc" ? "<" : ">";
+      conditions.push(`(${[...sort.key.map((part) => part.order), "trace_id"].join(", ")}) ${comparison} (${[...bounds, params.bind(traceId, "String")].join(", ")})`);
+    }
+    const direction = walk.direction === "desc" ? "DESC" : "ASC";
+    const statement = withSnapshot(
+      scope,
+      `SELECT trace_id, [${sort.key.map((part) => part.select).join(", ")}] AS key, toString(now64(3)) AS observed_at
+       FROM ${from}
+       WHERE ${conditions.join(" AND ")}
+       ORDER BY ${[...sort.key.map((part) => `${part.order} ${direction}`), `trace_id ${direction}`].join(", ")}
+       LIMIT ${params.bind(walk.limit + 1, "UInt32")}`,
+    );
+    return this.rows<PageRow>(statement, params);
+  }
+
+  /**
+   * The ids of every trace matching the filters, in id order, `chunkSize` at a time, all read at the
+   * snapshot of the first chunk: memory stays bounded however many traces match.
+   */
+  async *matchingTraceIds(project: ProjectRef, filters: ValidFilterSet, chunkSize: number): AsyncGenerator<{ ids: string[]; snapshot: string }> {
+    const [{ now: snapshot }] = await this.rows<{ now: string }>("SELECT toString(now64(3)) AS now", new QueryParams());
+    let after = "";
+    for (;;) {
+      const params = new QueryParams();
+      const scope = bindScope(params, this.database, project.organizationId, project.id);
+      scope.snapshot = params.bind(snapshot, "DateTime64(3, 'UTC')");
+      scope.traceIdAfter = params.bind(after, "String");
+      const compiled = compileTraceFilters(filters, this.filterContext(scope, params));
+      const rows = await this.rows<{ trace_id: string }>(
+        withSnapshot(
+          scope,
+          `SELECT trace_id FROM ${traceRelationSql(compiled.columns, scope)} WHERE ${compiled.where} ORDER BY trace_id LIMIT ${params.bind(chunkSize, "UInt32")}`,
+        ),
+        params,
+      );
+      if (rows.length) yield { ids: rows.map((row) => row.trace_id), snapshot };
+      if (rows.length < chunkSize) return;
+      after = rows.at(-1)!.trace_id;
+    }
+  }
+
+  /** Trace items for these ids, in the given order, aggregated over their roll-up rows only. */
+  async traceItems(project: ProjectRef, traceIds: string[], snapshot?: string): Promise<Trace[]> {
+    if (!traceIds.length) return [];
+    const params = new QueryParams();
+    const scope = bindScope(params, this.database, project.organizationId, project.id);
+    scope.traceIds = params.bind(traceIds, "Array(String)");
+    if (snapshot) scope.snapshot = params.bind(snapshot, "DateTime64(3, 'UTC')");
+    const [rows, annotations] = await Promise.all([
+      this.rows<TraceItemRow>(withSnapshot(scope, `SELECT * FROM ${traceRelationSql(traceItemColumns, scope)}`), params),
+      this.annotationCounts(project, traceIds),
+    ]);
+    const byId = new Map(rows.map((row) => [row.trace_id, row]));
+    return traceIds.flatMap((id) => {
+      const row = byId.get(id);
+      return row ? [toTrace(project.organizationId, project.id, row, annotations.get(id))] : [];
+    });
+  }
+
+  /** Published annotations per trace and verdict, from the ClickHouse copy of scores. */
+  private async annotationCounts(project: ProjectRef, traceIds: string[]): Promise<Map<string, AnnotationCounts>> {
+    const params = new QueryParams();
+    const rows = await this.rows<{ trace_id: string; positive: number; negative: number }>(
+      `SELECT trace_id, countIf(passed) AS positive, countIf(NOT passed) AS negative
+       FROM ${this.database}.scores FINAL
+       WHERE organization_id = ${params.bind(project.organizationId, "String")} AND project_id = ${params.bind(project.id, "String")}
+         AND trace_id IN ${params.bind(traceIds, "Array(String)")} AND source = 'annotation' AND drafted_at IS NULL
+       GROUP BY trace_id`,
+      params,
+    );
+    return new Map(rows.map((row) => [row.trace_id, { positive: row.positive, negative: row.negative }]));
+  }
+
+  /** Start and end of a trace (its spans' time range, for primary-key reads of `spans`); 404 when absent. */
+  private async traceRow(project: ProjectRef, traceId: string, columns: TraceColumn[]): Promise<TraceItemRow & { last_llm_span_id: string }> {
+    const params = new QueryParams();
+    const scope = bindScope(params, this.database, project.organizationId, project.id);
+    scope.traceIds = params.bind([traceId], "Array(String)");
+    const [row] = await this.rows<TraceItemRow & { last_llm_span_id: string }>(`SELECT * FROM ${traceRelationSql(columns, scope)}`, params);
+    if (!row) throw notFound("Trace");
+    return row;
+  }
+
+  /** Conditions selecting one trace's spans through the sort key: tenant, time range, then id. */
+  private traceSpansWhere(project: ProjectRef, trace: { trace_id: string; start_time: string; end_time: string }, params: QueryParams): string {
+    const time = (iso: string) => params.bind(iso.replace("T", " ").replace("Z", ""), "DateTime64(9, 'UTC')");
+    return `organization_id = ${params.bind(project.organizationId, "String")} AND project_id = ${params.bind(project.id, "String")}
+      AND start_time BETWEEN ${time(trace.start_time)} AND ${time(trace.end_time)} AND trace_id = ${params.bind(trace.trace_id, "String")}`;
+  }
+
+  async get(project: ProjectRef, traceId: string): Promise<TraceDetail> {
+    const row = await this.traceRow(project, traceId, [...traceItemColumns, "last_llm_span_id"]);
+    const metadataParams = new QueryParams();
+    const messagesParams = new QueryParams();
+    const [metadataRows, [lastLlm], annotations] = await Promise.all([
+      this.rows<{ metadata: Record<string, string> }>(
+        `SELECT metadata FROM ${this.database}.spans WHERE ${this.traceSpansWhere(project, row, metadataParams)} AND notEmpty(metadata) ORDER BY start_time, span_id`,
+        metadataParams,
+      ),
+      row.last_llm_span_id
+        ? this.rows<{ system_instructions: string; input_messages: string; output_messages: string }>(
+            `SELECT system_instructions, input_messages, output_messages FROM ${this.database}.spans FINAL
+             WHERE ${this.traceSpansWhere(project, row, messagesParams)} AND span_id = ${messagesParams.bind(row.last_llm_span_id, "String")} LIMIT 1`,
+            messagesParams,
+          )
+        : Promise.resolve([]),
+      this.annotationCounts(project, [traceId]),
+    ]);
+    // Spans in start order; the first span to carry a key gives its value, like the roll-up's ids.
+    const metadata: Record<string, string> = {};
+    for (const { metadata: spanMetadata } of metadataRows) {
+      for (const [key, value] of Object.entries(spanMetadata)) if (!(key in metadata)) metadata[key] = value;
+    }
+    return {
+      ...toTrace(project.organizationId, project.id, row, annotations.get(traceId)),
+      metadata,
+      conversation: conversationOf(lastLlm ?? null),
+    };
+  }
+
+  async spans(project: ProjectRef, traceId: string): Promise<{ items: Span[] }> {
+    const trace = await this.traceRow(project, traceId, ["start_time", "end_time"]);
+    const params = new QueryParams();
+    const rows = await this.rows<SpanItemRow>(
+      `SELECT ${spanItemColumns.join(", ")} FROM ${this.database}.spans FINAL WHERE ${this.traceSpansWhere(project, trace, params)} ORDER BY start_time, span_id`,
+      params,
+    );
+    return { items: rows.map(toSpan) };
+  }
+
+  async span(project: ProjectRef, traceId: string, spanId: string): Promise<SpanDetail> {
+    const trace = await this.traceRow(project, traceId, ["start_time", "end_time"]);
+    const params = new QueryParams();
+    const [row] = await this.rows<SpanDetailRow>(
+      `SELECT ${spanDetailColumns.join(", ")} FROM ${this.database}.spans FINAL
+       WHERE ${this.traceSpansWhere(project, trace, params)} AND span_id = ${params.bind(spanId, "String")} LIMIT 1`,
+      params,
+    );
+    if (!row) throw notFound("Span");
+    return toSpanDetail(row);
+  }
+
+  async analytics(project: ProjectRef, fromIso?: string, toIso?: string): Promise<TraceAnalyticsResponse> {
+    const to = toIso === undefined ? Date.now() : parseInstant("toIso", toIso);
+    const from = fromIso === undefined ? to - 7 * 24 * 3600 * 1000 : parseInstant("fromIso", fromIso);
+    if (from > to) throw badRequest("fromIso: must not be after toIso");
+    if (to - from > maxAnalyticsDays * 24 * 3600 * 1000) throw badRequest(`fromIso: the range may span at most ${maxAnalyticsDays} days`);
+
+    const params = new QueryParams();
+    const scope = bindScope(params, this.database, project.organizationId, project.id);
+    const fromParam = params.bind(isoToDateTime64(fromIso ?? new Date(from).toISOString()), "DateTime64(9, 'UTC')");
+    const toParam = params.bind(isoToDateTime64(toIso ?? new Date(to).toISOString()), "DateTime64(9, 'UTC')");
+    const bucket = "toStartOfInterval(start_time, INTERVAL 12 HOUR)";
+
+    type TraceBucket = { bucket: string; total: number; traces: number; duration_median_ns: number };
+    type SpanBucket = { bucket: string; total: number; spans: number; tokens: number; cost: number; ttft_median_ns: number };
+    const [traceBuckets, spanBuckets] = await Promise.all([
+      this.rows<TraceBucket>(
+        `SELECT toString(${bucket}) AS bucket, grouping(${bucket}) AS total, count() AS traces, quantileExact(0.5)(duration_ns) AS duration_median_ns
+         FROM ${traceRelationSql(["start_time", "duration_ns"], scope)}
+         WHERE start_time BETWEEN ${fromParam} AND ${toParam}
+         GROUP BY ${bucket} WITH ROLLUP`,
+        params,
+      ),
+      this.rows<SpanBucket>(
+        `SELECT toString(${bucket}) AS bucket, grouping(${bucket}) AS total, count() AS spans,
+           sumIf(tokens_input + tokens_output + tokens_cache_read + tokens_cache_create + tokens_reasoning, NOT is_usage_wrapper) AS tokens,
+           sumIf(cost_total_microcents, NOT is_usage_wrapper) AS cost,
+           quantileExactIf(0.5)(time_to_first_token_ns, operation IN ${llmOperations} AND time_to_first_token_ns > 0) AS ttft_median_ns
+         FROM ${this.database}.spans
+         WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId} AND start_time BETWEEN ${fromParam} AND ${toParam}
+         GROUP BY ${bucket} WITH ROLLUP`,
+        params,
+      ),
+    ]);
+
+    const starts: string[] = [];
+    for (let start = Math.floor(from / halfDayMs) * halfDayMs; start <= to; start += halfDayMs) starts.push(new Date(start).toISOString());
+    const byBucket = <Row extends { bucket: string; total: number }>(rows: Row[]) => {
+      const map = new Map<string, Row>();
+      for (const row of rows) if (!row.total) map.set(new Date(`${row.bucket.replace(" ", "T")}Z`).toISOString(), row);
+      return { map, total: rows.find((row) => row.total) };
+    };
+    const traces = byBucket(traceBuckets);
+    const spans = byBucket(spanBuckets);
+    const series = <Row extends { bucket: string; total: number }>(rows: { map: Map<string, Row> }, value: (row: Row) => number) =>
+      starts.map((start) => {
+        const row = rows.map.get(start);
+        return { bucket: start, value: row ? value(row) : 0 };
+      });
+    return {
+      traces: { total: traces.total?.traces ?? 0, buckets: series(traces, (row) => row.traces) },
+      cost: { total: (spans.total?.cost ?? 0) / microcentsPerUsd, buckets: series(spans, (row) => row.cost / microcentsPerUsd) },
+      duration: { median: (traces.total?.duration_median_ns ?? 0) / nsPerSecond, buckets: series(traces, (row) => row.duration_median_ns / nsPerSecond) },
+      tokens: { total: spans.total?.tokens ?? 0, buckets: series(spans, (row) => row.tokens) },
+      timeToFirstToken: { median: (spans.total?.ttft_median_ns ?? 0) / nsPerSecond, buckets: series(spans, (row) => row.ttft_median_ns / nsPerSecond) },
+      spans: { total: spans.total?.spans ?? 0, buckets: series(spans, (row) => row.spans) },
+    };
+  }
+}
+
+function parseInstant(field: string, value: string): number {
+  const text = isoToDateTime64(value);
+  if (!text) throw badRequest(`${field}: must be an ISO-8601 timestamp`);
+  return Date.parse(`${text.slice(0, 23).replace(" ", "T")}Z`);
+}

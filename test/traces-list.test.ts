@@ -1,0 +1,454 @@
+import { beforeAll, describe, expect, test } from "bun:test";
+import type { LatitudeClient } from "@latitude-data/sdk";
+import type { Vigil } from "../src/server";
+import { insertSpans, newTraceId, spanRow, tenantOf, type Tenant } from "./fixtures/spans";
+import { bootstrapAccount, sharedVigil } from "./helpers";
+import { sdkFailure } from "./sdk";
+
+let vigil: Vigil;
+let client: LatitudeClient;
+let slug: string;
+let tenant: Tenant;
+
+const hour = 3600_000;
+const base = Math.floor((Date.now() - 6 * hour) / 1000) * 1000;
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** Four traces with distinct values in every filterable field. */
+const ids = { alpha: newTraceId(), beta: newTraceId(), gamma: newTraceId(), delta: newTraceId() };
+type Name = keyof typeof ids;
+const starts: Record<Name, number> = { alpha: base, beta: base + hour, gamma: base + 2 * hour, delta: base + 3 * hour };
+const durations: Record<Name, number> = { alpha: 2000, beta: 10_000, gamma: 500, delta: 30_000 };
+
+function fixtureRows() {
+  const { alpha, beta, gamma, delta } = ids;
+  return [
+    // alpha: checkout, tools, cache reads, status ok, env=prod
+    spanRow(tenant, { trace_id: alpha, span_id: "a000000000000001", name: "checkout", startMs: starts.alpha, durationMs: 2000, status_code: "ok", session_id: "s-1", user_id: "u-1", tags: ["prod", "eu"], metadata: { env: "prod", region: "eu" }, service_name: "api" }),
+    spanRow(tenant, {
+      trace_id: alpha,
+      span_id: "a000000000000002",
+      parent_span_id: "a000000000000001",
+      name: "chat gpt-4o",
+      operation: "chat",
+      provider: "openai",
+      model: "gpt-4o",
+      startMs: starts.alpha + 100,
+      durationMs: 1000,
+      tokens_input: 100,
+      tokens_output: 50,
+      tokens_cache_read: 50,
+      cost_total_microcents: 1000,
+      time_to_first_token_ns: 200_000_000,
+      defined_tools: ["search_docs", "lookup_order"],
+      service_name: "api",
+      message_text: "What is your refund policy for damaged parcels?\nRefunds are issued within 14 days.",
+    }),
+    spanRow(tenant, { trace_id: alpha, parent_span_id: "a000000000000001", name: "search_docs", operation: "execute_tool", tool_name: "search_docs", startMs: starts.alpha + 1200, durationMs: 300, service_name: "api" }),
+    // beta: support, an error span, anthropic, staging
+    spanRow(tenant, { trace_id: beta, span_id: "b000000000000001", name: "support", startMs: starts.beta, durationMs: 10_000, status_code: "ok", session_id: "s-2", user_id: "u-2", tags: ["staging"], metadata: { env: "staging" }, service_name: "worker" }),
+    spanRow(tenant, {
+      trace_id: beta,
+      parent_span_id: "b000000000000001",
+      name: "chat claude",
+      operation: "chat",
+      provider: "anthropic",
+      model: "claude-sonnet-4",
+      startMs: starts.beta + 500,
+      durationMs: 4000,
+      status_code: "error",
+      tokens_input: 300,
+      tokens_output: 20,
+      cost_total_microcents: 5000,
+      time_to_first_token_ns: 800_000_000,
+      service_name: "worker",
+      message_text: "Will it rain tomorrow? The forecast says light rain and a cold policy wind.",
+    }),
+    // gamma: checkout again, no session or user, a simulation, status unset, ttft not measured
+    spanRow(tenant, { trace_id: gamma, span_id: "c000000000000001", name: "checkout", startMs: starts.gamma, durationMs: 500, simulation_id: "simulation0000000000000a", service_name: "api" }),
+    spanRow(tenant, { trace_id: gamma, parent_span_id: "c000000000000001", name: "chat mini", operation: "chat", provider: "openai", model: "gpt-4o-mini", startMs: starts.gamma + 10, durationMs: 400, tokens_input: 10, tokens_output: 10, cost_total_microcents: 10, service_name: "api" }),
+    // delta: report, three spans, expensive
+    spanRow(tenant, { trace_id: delta, span_id: "d000000000000001", name: "report", startMs: starts.delta, durationMs: 30_000, status_code: "ok", session_id: "s-1", user_id: "u-3", tags: ["prod"], metadata: { env: "prod" }, service_name: "api" }),
+    spanRow(tenant, { trace_id: delta, parent_span_id: "d000000000000001", name: "chat", operation: "chat", provider: "openai", model: "gpt-4o", startMs: starts.delta + 1000, durationMs: 20_000, tokens_input: 1000, tokens_output: 500, cost_total_microcents: 20_000, time_to_first_token_ns: 100_000_000, service_name: "api" }),
+    spanRow(tenant, { trace_id: delta, parent_span_id: "d000000000000001", name: "search_docs", operation: "execute_tool", tool_name: "search_docs", startMs: starts.delta + 22_000, durationMs: 100, service_name: "api" }),
+  ];
+}
+
+beforeAll(async () => {
+  vigil = await sharedVigil();
+  const created = await bootstrapAccount(vigil.url, { projectName: "Trace list" });
+  client = created.client;
+  slug = created.account.projectSlug;
+  tenant = await tenantOf(vigil.ctx, created.account.apiKey, slug);
+  await insertSpans(vigil.ctx, fixtureRows());
+});
+
+const all: Name[] = ["alpha", "beta", "gamma", "delta"];
+const nameOf = (traceId: string) => (Object.keys(ids) as Name[]).find((name) => ids[name] === traceId) ?? traceId;
+
+async function matching(filters: Record<string, { op: string; value: unknown }[]>): Promise<Name[]> {
+  const page = await client.traces.list(slug, { filters: filters as never, limit: 200 });
+  return page.items.map((item) => nameOf(item.traceId) as Name).sort();
+}
+const names = (...list: Name[]) => [...list].sort();
+
+describe("trace list items", () => {
+  test("every Trace field, rolled up from the spans", async () => {
+    const page = await client.traces.list(slug);
+    expect(page.hasMore).toBe(false);
+    expect(page.nextCursor).toBeNull();
+    expect(page.items.map((item) => nameOf(item.traceId))).toEqual(["delta", "gamma", "beta", "alpha"]);
+    const alpha = page.items.find((item) => item.traceId === ids.alpha)!;
+    expect(alpha).toEqual({
+      organizationId: tenant.organizationId,
+      projectId: tenant.projectId,
+      traceId: ids.alpha,
+      spanCount: 3,
+      errorCount: 0,
+      startTime: iso(starts.alpha).replace("Z", "000000Z"),
+      endTime: iso(starts.alpha + 2000).replace("Z", "000000Z"),
+      durationNs: 2_000_000_000,
+      timeToFirstTokenNs: 200_000_000,
+      tokensInput: 100,
+      tokensOutput: 50,
+      tokensCacheRead: 50,
+      tokensCacheCreate: 0,
+      tokensReasoning: 0,
+      tokensTotal: 200,
+      costInputMicrocents: 0,
+      costOutputMicrocents: 0,
+      costTotalMicrocents: 1000,
+      sessionId: "s-1",
+      userId: "u-1",
+      simulationId: null,
+      tags: ["eu", "prod"],
+      models: ["gpt-4o"],
+      providers: ["openai"],
+      serviceNames: ["api"],
+      rootSpanId: "a000000000000001",
+      rootSpanName: "checkout",
+      positiveAnnotationCount: 0,
+      negativeAnnotationCount: 0,
+    });
+    const gamma = page.items.find((item) => item.traceId === ids.gamma)!;
+    expect(gamma).toMatchObject({ sessionId: null, userId: null, simulationId: "simulation0000000000000a", tags: [], timeToFirstTokenNs: 0 });
+  });
+
+  test("a trace without its root span has null root fields", async () => {
+    const orphan = newTraceId();
+    const other = await bootstrapAccount(vigil.url);
+    const otherTenant = await tenantOf(vigil.ctx, other.account.apiKey, other.account.projectSlug);
+    await insertSpans(vigil.ctx, [spanRow(otherTenant, { trace_id: orphan, parent_span_id: "ffffffffffffffff", startMs: base })]);
+    const [item] = (await other.client.traces.list(other.account.projectSlug)).items;
+    expect(item).toMatchObject({ traceId: orphan, rootSpanId: null, rootSpanName: null, spanCount: 1 });
+  });
+});
+
+describe("filters", () => {
+  test("string fields: eq, neq, in, notIn, contains, notContains", async () => {
+    expect(await matching({ name: [{ op: "eq", value: "checkout" }] })).toEqual(names("alpha", "gamma"));
+    expect(await matching({ name: [{ op: "neq", value: "checkout" }] })).toEqual(names("beta", "delta"));
+    expect(await matching({ sessionId: [{ op: "in", value: ["s-1", "s-2"] }] })).toEqual(names("alpha", "beta", "delta"));
+    expect(await matching({ sessionId: [{ op: "notIn", value: ["s-1"] }] })).toEqual(names("beta", "gamma"));
+    expect(await matching({ userId: [{ op: "contains", value: "U-" }] })).toEqual(names("alpha", "beta", "delta"));
+    expect(await matching({ userId: [{ op: "notContains", value: "2" }] })).toEqual(names("alpha", "gamma", "delta"));
+    expect(await matching({ traceId: [{ op: "eq", value: ids.beta }] })).toEqual(names("beta"));
+    expect(await matching({ simulationId: [{ op: "eq", value: "simulation0000000000000a" }] })).toEqual(names("gamma"));
+  });
+
+  test("list fields: eq, neq, in, notIn, contains, notContains", async () => {
+    expect(await matching({ tags: [{ op: "eq", value: "prod" }] })).toEqual(names("alpha", "delta"));
+    expect(await matching({ tags: [{ op: "neq", value: "prod" }] })).toEqual(names("beta", "gamma"));
+    expect(await matching({ tags: [{ op: "in", value: ["eu", "staging"] }] })).toEqual(names("alpha", "beta"));
+    expect(await matching({ tags: [{ op: "notIn", value: ["eu", "staging"] }] })).toEqual(names("gamma", "delta"));
+    expect(await matching({ models: [{ op: "contains", value: "GPT" }] })).toEqual(names("alpha", "gamma", "delta"));
+    expect(await matching({ models: [{ op: "notContains", value: "mini" }] })).toEqual(names("alpha", "beta", "delta"));
+    expect(await matching({ providers: [{ op: "eq", value: "anthropic" }] })).toEqual(names("beta"));
+    expect(await matching({ serviceNames: [{ op: "in", value: ["worker"] }] })).toEqual(names("beta"));
+    expect(await matching({ tools: [{ op: "eq", value: "search_docs" }] })).toEqual(names("alpha", "delta"));
+    expect(await matching({ definedTools: [{ op: "in", value: ["lookup_order"] }] })).toEqual(names("alpha"));
+  });
+
+  test("number fields: eq, neq, gt, gte, lt, lte, in, notIn", async () => {
+    expect(await matching({ duration: [{ op: "gt", value: 2_000_000_000 }] })).toEqual(names("beta", "delta"));
+    expect(await matching({ duration: [{ op: "gte", value: 2_000_000_000 }] })).toEqual(names("alpha", "beta", "delta"));
+    expect(await matching({ cost: [{ op: "lt", value: 1000 }] })).toEqual(names("gamma"));
+    expect(await matching({ cost: [{ op: "lte", value: 1000 }] })).toEqual(names("alpha", "gamma"));
+    expect(await matching({ spanCount: [{ op: "eq", value: 3 }] })).toEqual(names("alpha", "delta"));
+    expect(await matching({ spanCount: [{ op: "neq", value: 3 }] })).toEqual(names("beta", "gamma"));
+    expect(await matching({ errorCount: [{ op: "gte", value: 1 }] })).toEqual(names("beta"));
+    expect(await matching({ tokensInput: [{ op: "in", value: [100, 300] }] })).toEqual(names("alpha", "beta"));
+    expect(await matching({ tokensOutput: [{ op: "notIn", value: [50, "20"] }] })).toEqual(names("gamma", "delta"));
+    expect(await matching({ ttft: [{ op: "eq", value: 0 }] })).toEqual(names("gamma"));
+    expect(await matching({ cacheHitRate: [{ op: "gt", value: 0.3 }, { op: "lt", value: 0.34 }] })).toEqual(names("alpha"));
+  });
+
+  test("time fields take ISO-8601: eq, neq, gt, gte, lt, lte", async () => {
+    expect(await matching({ startTime: [{ op: "gte", value: iso(starts.beta) }] })).toEqual(names("beta", "gamma", "delta"));
+    expect(await matching({ startTime: [{ op: "gt", value: iso(starts.beta) }] })).toEqual(names("gamma", "delta"));
+    expect(await matching({ startTime: [{ op: "eq", value: iso(starts.gamma) }] })).toEqual(names("gamma"));
+    expect(await matching({ startTime: [{ op: "neq", value: iso(starts.gamma) }] })).toEqual(names("alpha", "beta", "delta"));
+    expect(await matching({ endTime: [{ op: "lt", value: iso(starts.beta + 10_000) }] })).toEqual(names("alpha"));
+    const offset = new Date(starts.beta + 10_000).toISOString().replace("Z", "+00:00");
+    expect(await matching({ endTime: [{ op: "lte", value: offset }] })).toEqual(names("alpha", "beta"));
+    // Nanosecond precision: one nanosecond after alpha's start excludes it.
+    const justAfter = `${iso(starts.alpha).slice(0, 19)}.000000001Z`;
+    expect(await matching({ startTime: [{ op: "gte", value: justAfter }] })).toEqual(names("beta", "gamma", "delta"));
+  });
+
+  test("status: error when a span errored, else ok when one was ok, else unset", async () => {
+    expect(await matching({ status: [{ op: "eq", value: "error" }] })).toEqual(names("beta"));
+    expect(await matching({ status: [{ op: "eq", value: "OK" }] })).toEqual(names("alpha", "delta"));
+    expect(await matching({ status: [{ op: "in", value: ["unset", "error"] }] })).toEqual(names("beta", "gamma"));
+    expect(await matching({ status: [{ op: "notIn", value: ["ok"] }] })).toEqual(names("beta", "gamma"));
+    expect(await matching({ status: [{ op: "neq", value: "error" }] })).toEqual(names("alpha", "gamma", "delta"));
+  });
+
+  test("metadata.<key>: any span carrying the key and value", async () => {
+    expect(await matching({ "metadata.env": [{ op: "eq", value: "prod" }] })).toEqual(names("alpha", "delta"));
+    expect(await matching({ "metadata.env": [{ op: "neq", value: "prod" }] })).toEqual(names("beta", "gamma"));
+    expect(await matching({ "metadata.env": [{ op: "in", value: ["staging"] }] })).toEqual(names("beta"));
+    expect(await matching({ "metadata.env": [{ op: "notIn", value: ["staging", "prod"] }] })).toEqual(names("gamma"));
+    expect(await matching({ "metadata.region": [{ op: "contains", value: "E" }] })).toEqual(names("alpha"));
+    expect(await matching({ "metadata.region": [{ op: "notContains", value: "e" }] })).toEqual(names("beta", "gamma", "delta"));
+  });
+
+  test("booleans (score.passed): eq, neq", async () => {
+    await client.scores.create(slug, { body: { value: 1, passed: true, feedback: "good", trace: { by: "id", id: ids.alpha }, sourceId: "qa" } as never });
+    await client.scores.create(slug, { body: { value: 0, passed: false, feedback: "bad", trace: { by: "id", id: ids.beta }, sourceId: "qa" } as never });
+    expect(await matching({ "score.passed": [{ op: "eq", value: true }] })).toEqual(names("alpha"));
+    expect(await matching({ "score.passed": [{ op: "neq", value: false }] })).toEqual(names("alpha", "gamma", "delta"));
+  });
+
+  test("conditions on one field and across fields are ANDed", async () => {
+    expect(await matching({ name: [{ op: "eq", value: "checkout" }], tags: [{ op: "eq", value: "prod" }] })).toEqual(names("alpha"));
+    expect(await matching({ cost: [{ op: "gt", value: 10 }, { op: "lt", value: 20_000 }] })).toEqual(names("alpha", "beta"));
+  });
+
+  test("gtePercentile: at or above the percentile of the project's traces in the filter window", async () => {
+    // Durations 0.5 s, 2 s, 10 s, 30 s: the exact median is the upper middle value.
+    expect(await matching({ duration: [{ op: "gtePercentile", value: 50 }] })).toEqual(names("beta", "delta"));
+    expect(await matching({ cost: [{ op: "gtePercentile", value: 100 }] })).toEqual(names("delta"));
+    expect(await matching({ ttft: [{ op: "gtePercentile", value: 0 }] })).toEqual(all.slice().sort());
+    // Within the window starting at beta, the durations are 0.5 s, 10 s and 30 s.
+    const window = { startTime: [{ op: "gte", value: iso(starts.beta) }] };
+    expect(await matching({ ...window, duration: [{ op: "gtePercentile", value: 50 }] })).toEqual(names("beta", "delta"));
+    expect(await matching({ ...window, duration: [{ op: "gtePercentile", value: 90 }] })).toEqual(names("delta"));
+  });
+
+  test("an unknown field, a bad operator or a bad value is a 400 naming it", async () => {
+    const rejected = async (filters: Record<string, unknown>, message: RegExp) => {
+      const failure = await sdkFailure(client.traces.list(slug, { filters: filters as never }));
+      expect(failure.statusCode).toBe(400);
+      expect(failure.body.error).toMatch(message);
+    };
+    await rejected({ colour: [{ op: "eq", value: "red" }] }, /filters\.colour: unknown filter field/);
+    await rejected({ "metadata.": [{ op: "eq", value: "x" }] }, /filters\.metadata\.: unknown filter field/);
+    await rejected({ tags: [{ op: "gt", value: "a" }] }, /filters\.tags\[0\]\.op: gt does not apply to tags/);
+    await rejected({ cost: [{ op: "between", value: 1 }] }, /filters\.cost\[0\]\.op: unknown operator "between"/);
+    await rejected({ tags: [{ op: "in", value: "prod" }] }, /filters\.tags\[0\]\.value must be a non-empty array for in/);
+    await rejected({ tags: [{ op: "notIn", value: [] }] }, /filters\.tags\[0\]\.value must be a non-empty array for notIn/);
+    await rejected({ name: [{ op: "eq", value: ["a"] }] }, /filters\.name\[0\]\.value must be a single value/);
+    await rejected({ spanCount: [{ op: "gtePercentile", value: 50 }] }, /filters\.spanCount\[0\]\.op: gtePercentile is supported only on duration, ttft and cost/);
+    await rejected({ startTime: [{ op: "gtePercentile", value: 50 }] }, /gtePercentile is supported only/);
+    await rejected({ duration: [{ op: "gtePercentile", value: 101 }] }, /filters\.duration\[0\]\.value must be a percentile/);
+    await rejected({ duration: [{ op: "gt", value: "fast" }] }, /filters\.duration\[0\]\.value must be a number/);
+    await rejected({ startTime: [{ op: "gt", value: "yesterday" }] }, /filters\.startTime\[0\]\.value must be an ISO-8601 timestamp/);
+    await rejected({ startTime: [{ op: "gt", value: "2026-02-30T00:00:00Z" }] }, /must be an ISO-8601 timestamp/);
+    await rejected({ status: [{ op: "eq", value: "broken" }] }, /filters\.status\[0\]\.value must be one of ok, error, unset/);
+    await rejected({ status: [{ op: "contains", value: "o" }] }, /contains does not apply to status/);
+    await rejected({ "score.passed": [{ op: "eq", value: "maybe" }] }, /filters\.score\.passed\[0\]\.value must be a boolean/);
+  });
+
+  test("filter values reach SQL only as parameters", async () => {
+    const hostile = "x' OR 1=1 OR name != '";
+    expect(await matching({ name: [{ op: "eq", value: hostile }] })).toEqual([]);
+    expect(await matching({ [`metadata.${hostile}`]: [{ op: "eq", value: hostile }] })).toEqual([]);
+    expect(await matching({ tags: [{ op: "contains", value: "%') OR ('1'='1" }] })).toEqual([]);
+  });
+});
+
+describe("sorting", () => {
+  const expectations: [string, Name[]][] = [
+    ["startTime", ["alpha", "beta", "gamma", "delta"]],
+    ["endTime", ["alpha", "beta", "gamma", "delta"]],
+    ["durationNs", ["gamma", "alpha", "beta", "delta"]],
+    ["tokensTotal", ["gamma", "alpha", "beta", "delta"]],
+    ["costTotalMicrocents", ["gamma", "alpha", "beta", "delta"]],
+  ];
+  for (const [sortBy, ascending] of expectations) {
+    test(`${sortBy} in both directions`, async () => {
+      const asc = await client.traces.list(slug, { sortBy: sortBy as never, sortDirection: "asc" });
+      expect(asc.items.map((item) => nameOf(item.traceId))).toEqual(ascending);
+      const desc = await client.traces.list(slug, { sortBy: sortBy as never, sortDirection: "desc" });
+      expect(desc.items.map((item) => nameOf(item.traceId))).toEqual([...ascending].reverse());
+    });
+  }
+
+  test("ties are broken by trace id, in the sort's direction", async () => {
+    const other = await bootstrapAccount(vigil.url);
+    const otherTenant = await tenantOf(vigil.ctx, other.account.apiKey, other.account.projectSlug);
+    const tied = [newTraceId(), newTraceId(), newTraceId()];
+    await insertSpans(vigil.ctx, tied.map((trace_id) => spanRow(otherTenant, { trace_id, startMs: base, durationMs: 50 })));
+    for (const sortDirection of ["asc", "desc"] as const) {
+      const first = await other.client.traces.list(other.account.projectSlug, { sortBy: "durationNs", sortDirection, limit: 2 });
+      const second = await other.client.traces.list(other.account.projectSlug, { sortBy: "durationNs", sortDirection, limit: 2, cursor: first.nextCursor! });
+      const order = [...first.items, ...second.items].map((item) => item.traceId);
+      const expected = [...tied].sort();
+      expect(order).toEqual(sortDirection === "asc" ? expected : expected.reverse());
+    }
+  });
+});
+
+describe("full-text search", () => {
+  test("the query finds traces by their messages, ANDed with filters", async () => {
+    const found = await client.traces.list(slug, { query: "refund" });
+    expect(found.items.map((item) => nameOf(item.traceId))).toEqual(["alpha"]);
+    const capitalised = await client.traces.list(slug, { query: "REFUNDS" });
+    expect(capitalised.items.map((item) => nameOf(item.traceId))).toEqual(["alpha"]);
+    const filtered = await client.traces.list(slug, { query: "refund", filters: { tags: [{ op: "eq", value: "staging" }] } });
+    expect(filtered.items).toEqual([]);
+    expect((await client.traces.list(slug, { query: "nothing-like-this" })).items).toEqual([]);
+  });
+
+  test("relevance puts the best match first, then the most recent", async () => {
+    // alpha has both words; beta has only "policy" but is more recent.
+    const ranked = await client.traces.list(slug, { query: "refund policy", sortBy: "relevance" });
+    expect(ranked.items.map((item) => nameOf(item.traceId))).toEqual(["alpha", "beta"]);
+    const byTime = await client.traces.list(slug, { query: "refund policy", sortBy: "startTime" });
+    expect(byTime.items.map((item) => nameOf(item.traceId))).toEqual(["beta", "alpha"]);
+    const worstFirst = await client.traces.list(slug, { query: "refund policy", sortBy: "relevance", sortDirection: "asc" });
+    expect(worstFirst.items.map((item) => nameOf(item.traceId))).toEqual(["beta", "alpha"]);
+    const paged = await client.traces.list(slug, { query: "refund policy", sortBy: "relevance", limit: 1 });
+    const next = await client.traces.list(slug, { query: "refund policy", sortBy: "relevance", limit: 1, cursor: paged.nextCursor! });
+    expect([...paged.items, ...next.items].map((item) => nameOf(item.traceId))).toEqual(["alpha", "beta"]);
+    expect(next.hasMore).toBe(false);
+  });
+
+  test("a query longer than 500 characters is a 400", async () => {
+    const failure = await sdkFailure(client.traces.list(slug, { query: "x".repeat(501) }));
+    expect(failure.statusCode).toBe(400);
+    expect(failure.body.error).toMatch(/^query/);
+  });
+});
+
+describe("request validation", () => {
+  test("limit is 1 to 200; sort values are checked", async () => {
+    for (const body of [{ limit: 0 }, { limit: 201 }, { sortBy: "name" }, { sortDirection: "up" }]) {
+      const failure = await sdkFailure(client.traces.list(slug, body as never));
+      expect(failure.statusCode).toBe(400);
+      expect(failure.body.error).toMatch(new RegExp(`^${Object.keys(body)[0]}`));
+    }
+  });
+
+  test("a cursor is opaque and belongs to one walk", async () => {
+    const first = await client.traces.list(slug, { limit: 1 });
+    const other = await sdkFailure(client.traces.list(slug, { limit: 1, cursor: first.nextCursor!, sortBy: "durationNs" }));
+    expect(other.statusCode).toBe(400);
+    expect(other.body.error).toMatch(/^cursor/);
+    const filtered = await sdkFailure(client.traces.list(slug, { limit: 1, cursor: first.nextCursor!, filters: { tags: [{ op: "eq", value: "prod" }] } }));
+    expect(filtered.statusCode).toBe(400);
+    const forged = await sdkFailure(client.traces.list(slug, { cursor: "bm90IGEgY3Vyc29y" }));
+    expect(forged.statusCode).toBe(400);
+    expect(forged.body.error).toBe("cursor: is not a cursor returned by this list");
+  });
+});
+
+describe("cursor paging while spans keep arriving", () => {
+  /** Walks every page and returns the trace ids in order. */
+  async function walk(other: LatitudeClient, projectSlug: string, body: Record<string, unknown>, between?: (page: number) => Promise<void>) {
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; ; page++) {
+      const result = await other.traces.list(projectSlug, { ...body, cursor, limit: 3 } as never);
+      seen.push(...result.items.map((item) => item.traceId));
+      if (!result.nextCursor) break;
+      cursor = result.nextCursor;
+      await between?.(page);
+    }
+    return seen;
+  }
+
+  test("late spans that move traces across the cursor, and new traces, neither repeat nor skip a trace", async () => {
+    const other = await bootstrapAccount(vigil.url);
+    const otherSlug = other.account.projectSlug;
+    const otherTenant = await tenantOf(vigil.ctx, other.account.apiKey, otherSlug);
+    const traceIds = Array.from({ length: 12 }, () => newTraceId());
+    await insertSpans(
+      vigil.ctx,
+      traceIds.map((trace_id, i) => spanRow(otherTenant, { trace_id, startMs: base + i * 60_000, durationMs: 1000, tokens_input: 10 * (i + 1) })),
+    );
+    for (const body of [
+      { sortBy: "startTime", sortDirection: "desc" },
+      { sortBy: "startTime", sortDirection: "asc" },
+      { sortBy: "tokensTotal", sortDirection: "desc" },
+      { sortBy: "durationNs", sortDirection: "asc" },
+    ]) {
+      const expected = await walk(other.client, otherSlug, body);
+      expect(new Set(expected).size).toBe(expected.length);
+      expect(traceIds.every((id) => expected.includes(id))).toBe(true);
+      const seen = await walk(other.client, otherSlug, body, async (page) => {
+        // Every trace gets an earlier start, a later end and more tokens; new traces appear at both ends.
+        await insertSpans(vigil.ctx, [
+          ...traceIds.map((trace_id, i) =>
+            spanRow(otherTenant, { trace_id, startMs: base - (page + 1) * 3600_000 - i * 1000, durationMs: 2 * 3600_000 + page * 60_000, tokens_input: 1000 * (12 - i) }),
+          ),
+          spanRow(otherTenant, { trace_id: newTraceId(), startMs: base + 24 * 3600_000 }),
+          spanRow(otherTenant, { trace_id: newTraceId(), startMs: base - 48 * 3600_000 }),
+        ]);
+      });
+      expect(seen).toEqual(expected);
+    }
+  });
+
+  test("a walk under continuous concurrent ingest returns each trace that existed when it began exactly once", async () => {
+    const other = await bootstrapAccount(vigil.url);
+    const otherSlug = other.account.projectSlug;
+    const otherTenant = await tenantOf(vigil.ctx, other.account.apiKey, otherSlug);
+    const existing = Array.from({ length: 20 }, () => newTraceId());
+    await insertSpans(vigil.ctx, existing.map((trace_id, i) => spanRow(otherTenant, { trace_id, startMs: base + i * 1000 })));
+    let ingesting = true;
+    let inserts = 0;
+    const ingest = (async () => {
+      while (ingesting) {
+        const target = existing[inserts % existing.length];
+        await insertSpans(vigil.ctx, [
+          spanRow(otherTenant, { trace_id: target, startMs: base - inserts * 500, durationMs: 100 }),
+          spanRow(otherTenant, { trace_id: newTraceId(), startMs: base + (inserts % 2 ? 1 : -1) * 10 * hour }),
+        ]);
+        inserts++;
+      }
+    })();
+    const seen = await walk(other.client, otherSlug, { sortBy: "startTime", sortDirection: "desc" }, () => Bun.sleep(20));
+    ingesting = false;
+    await ingest;
+    expect(inserts).toBeGreaterThan(2);
+    expect(new Set(seen).size).toBe(seen.length);
+    expect(seen.filter((id) => existing.includes(id)).sort()).toEqual([...existing].sort());
+  });
+});
+
+describe("organization-scoped path and isolation", () => {
+  test("the spec's path form serves the same list; a foreign organization is a 404", async () => {
+    const body = JSON.stringify({ limit: 2 });
+    const key = (client as unknown as { _options: { apiKey?: string } })._options.apiKey;
+    const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" };
+    const byId = await fetch(`${vigil.url}/v1/organizations/${tenant.organizationId}/projects/${tenant.projectId}/traces/list`, { method: "POST", headers, body });
+    expect(byId.status).toBe(200);
+    const bySlug = await fetch(`${vigil.url}/v1/organizations/${tenant.organizationId}/projects/${slug}/traces/list`, { method: "POST", headers, body });
+    expect(((await bySlug.json()) as { items: unknown[] }).items).toHaveLength(2);
+    const foreign = await fetch(`${vigil.url}/v1/organizations/xxxxxxxxxxxxxxxxxxxxxxxx/projects/${tenant.projectId}/traces/list`, { method: "POST", headers, body });
+    expect(foreign.status).toBe(404);
+  });
+
+  test("another organization's key sees nothing of this project", async () => {
+    const stranger = await bootstrapAccount(vigil.url);
+    expect((await stranger.client.traces.list(stranger.account.projectSlug)).items).toEqual([]);
+    expect((await sdkFailure(stranger.client.traces.list(slug))).statusCode).toBe(404);
+    expect((await sdkFailure(stranger.client.traces.get(slug, ids.alpha))).statusCode).toBe(404);
+    expect((await sdkFailure(stranger.client.traces.get(stranger.account.projectSlug, ids.alpha))).statusCode).toBe(404);
+    expect((await sdkFailure(stranger.client.traces.listSpans(stranger.account.projectSlug, ids.alpha))).statusCode).toBe(404);
+    const analytics = await stranger.client.traces.analytics(stranger.account.projectSlug, { fromIso: iso(base - hour), toIso: iso(base + 5 * hour) });
+    expect(analytics.traces.total).toBe(0);
+  });
+});

@@ -65,8 +65,8 @@ interface PendingSpan {
   project_id: string;
   trace_id: string;
   span_id: string;
-  start_time: string;
-  ingested_at: string;
+  span_start: string;
+  span_ingested_at: string;
   retention_days: number;
   text: string;
 }
@@ -83,8 +83,8 @@ export function startEmbeddingIndexer(ctx: Pick<Context, "sql" | "ch" | "log">, 
 
   async function pendingSpans(): Promise<PendingSpan[]> {
     const result = await ch.client.query({
-      query: `WITH (SELECT max(source_ingested_at) FROM ${ch.database}.span_embeddings WHERE model = {model:String}) - INTERVAL ${overlapSeconds} SECOND AS since
-        SELECT organization_id, project_id, trace_id, span_id, toString(start_time) AS start_time, toString(ingested_at) AS ingested_at,
+      query: `WITH ifNull((SELECT max(source_ingested_at) FROM ${ch.database}.span_embeddings WHERE model = {model:String}), toDateTime64(0, 3, 'UTC')) - INTERVAL ${overlapSeconds} SECOND AS since
+        SELECT organization_id, project_id, trace_id, span_id, toString(start_time) AS span_start, toString(ingested_at) AS span_ingested_at,
           retention_days, substringUTF8(message_text, 1, ${maxTextChars}) AS text
         FROM ${ch.database}.spans
         WHERE ingested_at >= since AND message_text != ''
@@ -131,8 +131,8 @@ export function startEmbeddingIndexer(ctx: Pick<Context, "sql" | "ch" | "log">, 
           span_id: span.span_id,
           model,
           embedding: vectors[i],
-          span_start_time: span.start_time,
-          source_ingested_at: span.ingested_at,
+          span_start_time: span.span_start,
+          source_ingested_at: span.span_ingested_at,
           retention_days: span.retention_days,
         })),
         format: "JSONEachRow",

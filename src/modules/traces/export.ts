@@ -74,13 +74,14 @@ export class TraceExports {
     const selection: Selection =
       body.traces.by === "ids" ? { by: "ids", ids: [...new Set(body.traces.ids)] } : { by: "filters", filters: body.traces.filters };
     if (selection.by === "filters") validateTraceFilters(selection.filters);
-    const [member] = await this.sql`
-      SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id
+    // Mail goes to the address on file for the member, whatever case the request used.
+    const [member] = await this.sql<{ email: string }[]>`
+      SELECT u.email FROM memberships m JOIN users u ON u.id = m.user_id
       WHERE m.organization_id = ${project.organizationId} AND lower(u.email) = lower(${body.recipient})`;
     if (!member) throw badRequest("recipient: must be the email of a member of this organization");
     await this.sql`
       INSERT INTO trace_exports (id, organization_id, project_id, recipient, selection)
-      VALUES (${newId()}, ${project.organizationId}, ${project.id}, ${body.recipient}, ${this.sql.json(selection as never)})`;
+      VALUES (${newId()}, ${project.organizationId}, ${project.id}, ${member.email}, ${this.sql.json(selection as never)})`;
     this.wake();
     return { status: "queued" };
   }

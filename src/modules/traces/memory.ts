@@ -23,7 +23,7 @@ import type { ProjectRef } from "./service";
 
 const memoryOperations = ["search_memory", "update_memory", "delete_memory", "create_memory_store", "delete_memory_store"];
 const writeOperations = ["update_memory", "delete_memory", "delete_memory_store"];
-/** How far back a record's earlier body is looked for, in writes to the scope's stores. */
+/** How far back the replay reads the project's other writes to the scope's stores. */
 const historyLimit = 5000;
 
 /** Token estimate: about four characters a token, as common BPE vocabularies average over English text. */
@@ -32,7 +32,8 @@ export const estimateTokens = (text: string | null) => (text ? Math.ceil(text.le
 interface MemorySpanRow {
   span_id: string;
   trace_id: string;
-  start_time: string;
+  /** `start_time` as text, which orders like the time. */
+  started_at: string;
   operation: string;
   memory_store_id: string;
   memory_record_id: string;
@@ -90,27 +91,29 @@ function endpointDiff(before: string, after: string): { added: number; removed: 
   };
 }
 
+interface RecordBody {
+  exists: boolean;
+  /** null when not captured (or when the record does not exist). */
+  body: string | null;
+}
+
 interface RecordState {
   storeId: string;
   recordId: string;
   readTokens: number;
-  written: boolean;
-  /** After the scope's last write. */
-  exists: boolean;
-  body: string | null;
+  /** The record just before the scope first wrote it; null while the scope has not written it. */
+  before: RecordBody | null;
+  /** The record after the scope's last write to it. */
+  after: RecordBody;
   lastChangeSpanId: string | null;
-  firstWriteAt: string | null;
-}
-
-interface Prior {
-  exists: boolean;
-  body: string | null;
 }
 
 export type MemoryScope = { kind: "session"; sessionId: string; traceId?: string } | { kind: "trace"; traceId: string };
 
-const spanColumns = `span_id, trace_id, toString(start_time) AS start_time, operation, memory_store_id, memory_record_id,
+const spanColumns = `span_id, trace_id, toString(start_time) AS started_at, operation, memory_store_id, memory_record_id,
   attr_string['gen_ai.memory.records'] AS records_json, input_messages, output_messages, tool_input, tool_output`;
+
+const absent: RecordBody = { exists: false, body: null };
 
 export class MemoryService {
   constructor(private readonly ch: ClickHouseStore) {}
@@ -143,97 +146,83 @@ export class MemoryService {
     return [scope.traceId];
   }
 
-  private async analyze(project: ProjectRef, scope: MemoryScope) {
+  /**
+   * Replays, in time order, the scope's memory spans together with the project's other writes to the
+   * same stores up to the scope's last write: the world's state of each record gives what the scope
+   * found before its first write, and the scope's own writes give what it left.
+   */
+  private async analyze(project: ProjectRef, scope: MemoryScope): Promise<RecordState[]> {
     const traceIds = await this.scopeTraceIds(project, scope);
     const params = new QueryParams();
     const tenant = `organization_id = ${params.bind(project.organizationId, "String")} AND project_id = ${params.bind(project.id, "String")}`;
-    const operations = params.bind(memoryOperations, "Array(String)");
+    const scopeTraces = params.bind(traceIds, "Array(String)");
     const spans = await this.rows<MemorySpanRow>(
       `SELECT ${spanColumns} FROM ${this.ch.database}.spans FINAL
-       WHERE ${tenant} AND trace_id IN ${params.bind(traceIds, "Array(String)")} AND operation IN ${operations}
+       WHERE ${tenant} AND trace_id IN ${scopeTraces} AND operation IN ${params.bind(memoryOperations, "Array(String)")}
        ORDER BY start_time, span_id`,
       params,
     );
+    const scopeWrites = spans.filter((span) => writeOperations.includes(span.operation));
+    const history = scopeWrites.length
+      ? (
+          await this.rows<MemorySpanRow>(
+            `SELECT ${spanColumns} FROM ${this.ch.database}.spans FINAL
+             WHERE ${tenant} AND trace_id NOT IN ${scopeTraces} AND operation IN ${params.bind(writeOperations, "Array(String)")}
+               AND memory_store_id IN ${params.bind([...new Set(scopeWrites.map((span) => span.memory_store_id))], "Array(String)")}
+               AND start_time <= ${params.bind(scopeWrites.at(-1)!.started_at, "DateTime64(9, 'UTC')")}
+             ORDER BY start_time DESC, span_id DESC
+             LIMIT ${historyLimit}`,
+            params,
+          )
+        ).reverse()
+      : [];
 
+    const world = new Map<string, RecordBody & { storeId: string; recordId: string }>();
     const states = new Map<string, RecordState>();
     const state = (storeId: string, recordId: string) => {
       const key = recordKey(storeId, recordId);
       let found = states.get(key);
       if (!found) {
-        found = { storeId, recordId, readTokens: 0, written: false, exists: false, body: null, lastChangeSpanId: null, firstWriteAt: null };
+        found = { storeId, recordId, readTokens: 0, before: null, after: absent, lastChangeSpanId: null };
         states.set(key, found);
       }
       return found;
     };
-    const write = (record: RecordState, span: MemorySpanRow, exists: boolean, body: string | null) => {
-      record.written = true;
-      record.exists = exists;
-      record.body = body;
-      record.lastChangeSpanId = span.span_id;
-      record.firstWriteAt ??= span.start_time;
+    /** Applies a write to the world and, for the scope's own spans, to what the scope changed. */
+    const write = (span: MemorySpanRow, recordId: string, next: RecordBody, inScope: boolean) => {
+      const key = recordKey(span.memory_store_id, recordId);
+      if (inScope) {
+        const record = state(span.memory_store_id, recordId);
+        record.before ??= world.get(key) ?? absent;
+        record.after = next;
+        record.lastChangeSpanId = span.span_id;
+      }
+      world.set(key, { storeId: span.memory_store_id, recordId, ...next });
     };
 
-    for (const span of spans) {
-      const storeId = span.memory_store_id;
-      if (span.operation === "search_memory") {
-        for (const { recordId, body } of recordsOf(span)) state(storeId, recordId).readTokens += estimateTokens(body);
-      } else if (span.operation === "update_memory") {
-        for (const { recordId, body } of recordsOf(span)) write(state(storeId, recordId), span, true, body);
-      } else if (span.operation === "delete_memory") {
-        for (const { recordId } of recordsOf(span)) write(state(storeId, recordId), span, false, null);
-      } else if (span.operation === "delete_memory_store") {
-        for (const record of states.values()) if (record.storeId === storeId && record.exists) write(record, span, false, null);
-      }
-    }
-
-    const priors = await this.priorBodies(project, [...states.values()].filter((record) => record.written));
-    return { states: [...states.values()].sort((a, b) => a.storeId.localeCompare(b.storeId) || a.recordId.localeCompare(b.recordId)), priors };
-  }
-
-  /**
-   * Each written record's state just before the scope first wrote it: the latest earlier write to it
-   * anywhere in the project. A record with no earlier write did not exist.
-   */
-  private async priorBodies(project: ProjectRef, written: RecordState[]): Promise<Map<string, Prior>> {
-    const priors = new Map<string, Prior>();
-    if (!written.length) return priors;
-    const params = new QueryParams();
-    const firstWrite = written.reduce((earliest, record) => (record.firstWriteAt! < earliest ? record.firstWriteAt! : earliest), written[0].firstWriteAt!);
-    const history = await this.rows<MemorySpanRow>(
-      `SELECT ${spanColumns} FROM ${this.ch.database}.spans FINAL
-       WHERE organization_id = ${params.bind(project.organizationId, "String")} AND project_id = ${params.bind(project.id, "String")}
-         AND operation IN ${params.bind(writeOperations, "Array(String)")}
-         AND memory_store_id IN ${params.bind([...new Set(written.map((record) => record.storeId))], "Array(String)")}
-         AND start_time < ${params.bind(firstWrite, "DateTime64(9, 'UTC')")}
-       ORDER BY start_time DESC, span_id DESC
-       LIMIT ${historyLimit}`,
-      params,
+    const timeline = [...history.map((span) => ({ span, inScope: false })), ...spans.map((span) => ({ span, inScope: true }))].sort(
+      (a, b) => (a.span.started_at < b.span.started_at ? -1 : a.span.started_at > b.span.started_at ? 1 : a.span.span_id.localeCompare(b.span.span_id)),
     );
-    const pending = new Map(written.map((record) => [recordKey(record.storeId, record.recordId), record]));
-    for (const span of history) {
-      if (!pending.size) break;
-      const settle = (key: string, prior: Prior) => {
-        const record = pending.get(key);
-        // Only writes before this record's own first write in the scope describe its earlier state.
-        if (!record || span.start_time >= record.firstWriteAt!) return;
-        priors.set(key, prior);
-        pending.delete(key);
-      };
-      if (span.operation === "delete_memory_store") {
-        for (const key of [...pending.keys()]) if (pending.get(key)!.storeId === span.memory_store_id) settle(key, { exists: false, body: null });
-        continue;
-      }
-      for (const { recordId, body } of recordsOf(span)) {
-        settle(recordKey(span.memory_store_id, recordId), span.operation === "update_memory" ? { exists: true, body } : { exists: false, body: null });
+    for (const { span, inScope } of timeline) {
+      if (span.operation === "search_memory") {
+        for (const { recordId, body } of recordsOf(span)) state(span.memory_store_id, recordId).readTokens += estimateTokens(body);
+      } else if (span.operation === "update_memory") {
+        for (const { recordId, body } of recordsOf(span)) write(span, recordId, { exists: true, body }, inScope);
+      } else if (span.operation === "delete_memory") {
+        for (const { recordId } of recordsOf(span)) write(span, recordId, absent, inScope);
+      } else if (span.operation === "delete_memory_store") {
+        for (const record of [...world.values()]) {
+          if (record.storeId === span.memory_store_id && record.exists) write(span, record.recordId, absent, inScope);
+        }
       }
     }
-    return priors;
+    return [...states.values()].sort((a, b) => a.storeId.localeCompare(b.storeId) || a.recordId.localeCompare(b.recordId));
   }
 
   async summary(project: ProjectRef, scope: MemoryScope): Promise<SessionMemorySummary> {
-    const { states, priors } = await this.analyze(project, scope);
+    const states = await this.analyze(project, scope);
     const records = states.map((record) => {
-      const change = changeOf(record, priors.get(recordKey(record.storeId, record.recordId)));
+      const change = changeOf(record);
       return {
         storeId: record.storeId,
         recordId: record.recordId,
@@ -249,15 +238,15 @@ export class MemoryService {
         readTokens: sum((record) => record.readTokens),
         tokensAdded: sum((record) => record.tokensAdded),
         tokensRemoved: sum((record) => record.tokensRemoved),
-        writeRecords: states.filter((record) => record.written).length,
+        writeRecords: states.filter((record) => record.before).length,
       },
     };
   }
 
   async changes(project: ProjectRef, scope: MemoryScope): Promise<SessionMemoryChanges> {
-    const { states, priors } = await this.analyze(project, scope);
+    const states = await this.analyze(project, scope);
     const records = states.flatMap((record) => {
-      const change = changeOf(record, priors.get(recordKey(record.storeId, record.recordId)));
+      const change = changeOf(record);
       return change && (change.tokensAdded || change.tokensRemoved || change.kind !== "updated" || change.beforeBody !== change.afterBody) ? [change] : [];
     });
     return { records };
@@ -267,11 +256,12 @@ export class MemoryService {
 type Change = SessionMemoryChanges["records"][number];
 
 /** The net change the scope made to one record; null when it made none (not written, or created and removed). */
-function changeOf(record: RecordState, prior: Prior = { exists: false, body: null }): Change | null {
-  if (!record.written || (!prior.exists && !record.exists)) return null;
-  const kind: Change["kind"] = !record.exists ? "removed" : prior.exists ? "updated" : "added";
-  const beforeBody = kind === "added" ? null : prior.body;
-  const afterBody = kind === "removed" ? null : record.body;
+function changeOf(record: RecordState): Change | null {
+  const { before, after } = record;
+  if (!before || (!before.exists && !after.exists)) return null;
+  const kind: Change["kind"] = !after.exists ? "removed" : before.exists ? "updated" : "added";
+  const beforeBody = kind === "added" ? null : before.body;
+  const afterBody = kind === "removed" ? null : after.body;
   const degraded = (kind !== "added" && beforeBody === null) || (kind !== "removed" && afterBody === null);
   let tokens = { added: 0, removed: 0 };
   if (kind === "added") tokens = { added: estimateTokens(afterBody), removed: 0 };

@@ -2,12 +2,12 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import type { LatitudeClient } from "@latitude-data/sdk";
 import type { Vigil } from "../src/server";
 import { AnnotationsService } from "../src/modules/annotations/service";
-import { loadConversation } from "../src/modules/annotations/conversation";
 import { countSignalScoresPerHour } from "../src/modules/scores/analytics";
 import { scoreStorage } from "../src/modules/scores/storage";
 import { newId } from "../src/lib/ids";
 import { bootstrapAccount, json, sharedVigil } from "./helpers";
-import { insertTrace, randomTraceId } from "./scored-traces";
+import { insertScoredTrace } from "./fixtures/scored-traces";
+import { newTraceId } from "./fixtures/spans";
 import { sdkFailure } from "./sdk";
 
 let vigil: Vigil;
@@ -17,6 +17,7 @@ let projectSlug: string;
 let project: { id: string; organizationId: string };
 let system: AnnotationsService;
 
+// Generous: the first suite to run also starts the embedded PostgreSQL server.
 beforeAll(async () => {
   vigil = await sharedVigil();
   const created = await bootstrapAccount(vigil.url);
@@ -24,8 +25,8 @@ beforeAll(async () => {
   apiKey = created.account.apiKey;
   projectSlug = created.account.projectSlug;
   project = await client.projects.get(projectSlug);
-  system = new AnnotationsService(vigil.ctx, (organizationId, projectId, traceId) => loadConversation(vigil.ctx.ch, organizationId, projectId, traceId));
-});
+  system = new AnnotationsService(vigil.ctx);
+}, 60_000);
 
 const request = (method: string, path: string, body?: unknown) =>
   fetch(vigil.url + path, {
@@ -35,7 +36,7 @@ const request = (method: string, path: string, body?: unknown) =>
   });
 
 const conversationTrace = () =>
-  insertTrace(vigil.ctx, {
+  insertScoredTrace(vigil.ctx, {
     organizationId: project.organizationId,
     projectId: project.id,
     sessionId: "chat-42",
@@ -129,6 +130,16 @@ describe("annotations", () => {
     expect((await json(neither)).error).toStartWith("trace:");
   });
 
+  test("a user credential's annotation is attributed to the user", async () => {
+    const { traceId } = await conversationTrace();
+    const userId = newId();
+    await vigil.ctx.sql`INSERT INTO users (id, email) VALUES (${userId}, ${`${userId}@example.com`})`;
+    const principal = { organizationId: project.organizationId, kind: "oauth" as const, apiKeyId: null, userId };
+    const created = await system.create(principal, project.id, annotation(traceId));
+    expect(created).toMatchObject({ annotatorId: userId, sourceId: "API", draftedAt: null });
+    expect(await client.annotations.get(projectSlug, created.id)).toMatchObject({ annotatorId: userId });
+  });
+
   test("feedback must not be empty", async () => {
     const { traceId } = await conversationTrace();
     for (const feedback of ["", "   "]) {
@@ -200,7 +211,7 @@ describe("annotations", () => {
     expect(seen).toEqual([...ids].reverse());
     expect((await client.traces.listAnnotations(projectSlug, traceId)).items[0]).toMatchObject({ id: draft.id, sourceId: "SYSTEM", draftedAt: expect.any(String) });
     expect(await client.traces.getAnnotation(projectSlug, traceId, ids[0]!)).toMatchObject({ id: ids[0], traceId });
-    expect((await sdkFailure(client.traces.getAnnotation(projectSlug, randomTraceId(), ids[0]!))).statusCode).toBe(404);
+    expect((await sdkFailure(client.traces.getAnnotation(projectSlug, newTraceId(), ids[0]!))).statusCode).toBe(404);
 
     const bad = await request("GET", `/v1/projects/${projectSlug}/traces/${traceId}/annotations?cursor=nonsense`);
     expect(bad.status).toBe(400);
@@ -210,12 +221,21 @@ describe("annotations", () => {
 
   test("a system draft counts nowhere until it is published", async () => {
     const { traceId } = await conversationTrace();
-    const { store, copier } = scoreStorage(vigil.ctx);
+    const { copier } = scoreStorage(vigil.ctx);
+    const counts = async () => {
+      await copier.drain();
+      const detail = await client.traces.get(projectSlug, traceId);
+      const listed = await client.traces.list(projectSlug, { filters: { traceId: [{ op: "eq", value: traceId }] } });
+      expect(listed.items.map((item) => [item.positiveAnnotationCount, item.negativeAnnotationCount])).toEqual([
+        [detail.positiveAnnotationCount, detail.negativeAnnotationCount],
+      ]);
+      return { positive: detail.positiveAnnotationCount, negative: detail.negativeAnnotationCount };
+    };
     const draft = await system.createSystemDraft({ organizationId: project.organizationId, projectId: project.id, traceId, value: 0, passed: false, feedback: "Tool call failed" });
     expect(draft).toMatchObject({ sourceId: "SYSTEM", annotatorId: null, draftedAt: expect.any(String), metadata: { rawFeedback: "Tool call failed" } });
     const events = () => vigil.ctx.sql`SELECT 1 FROM failed_score_events WHERE score_id = ${draft.id}`;
     expect(await events()).toHaveLength(0);
-    expect(await store.annotationCounts(project.id, [traceId])).toEqual(new Map());
+    expect(await counts()).toEqual({ positive: 0, negative: 0 });
 
     const publishing = await request("POST", `/v1/projects/${projectSlug}/annotations/${draft.id}/publish`);
     expect(publishing.status).toBe(200);
@@ -223,17 +243,20 @@ describe("annotations", () => {
     expect(published).toMatchObject({ id: draft.id, draftedAt: null });
     expect(await events()).toHaveLength(1);
     await client.annotations.create(projectSlug, annotation(traceId, { value: 1, passed: true, feedback: "Recovered well" }));
-    expect(await store.annotationCounts(project.id, [traceId, randomTraceId()])).toEqual(new Map([[traceId, { positive: 1, negative: 1 }]]));
+    expect(await counts()).toEqual({ positive: 1, negative: 1 });
 
     const again = await request("POST", `/v1/organizations/${project.organizationId}/projects/${project.id}/annotations/${draft.id}/publish`);
     expect(await json(again)).toMatchObject({ id: draft.id, draftedAt: null, updatedAt: published.updatedAt });
-    await copier.drain();
+    await client.annotations.delete(projectSlug, draft.id);
+    expect(await counts()).toEqual({ positive: 1, negative: 0 });
     const copy = await vigil.ctx.ch.client.query({
       query: `SELECT drafted_at, version FROM ${vigil.ctx.ch.database}.scores FINAL WHERE id = {id:String}`,
       query_params: { id: draft.id },
       format: "JSONEachRow",
     });
-    expect(await copy.json()).toEqual([{ drafted_at: null, version: 2 }]);
+    expect(await copy.json()).toEqual([]);
+    const [stored] = await vigil.ctx.sql<{ version: string; drafted_at: Date | null; deleted_at: Date | null }[]>`SELECT version, drafted_at, deleted_at FROM scores WHERE id = ${draft.id}`;
+    expect(stored).toMatchObject({ version: "3", drafted_at: null, deleted_at: expect.any(Date) });
   });
 
   test("failed scores per signal and hour, from the ClickHouse copy", async () => {
@@ -261,7 +284,7 @@ describe("annotations", () => {
   });
 
   test("an unknown trace is a 404; another organization's id in the path is a 404", async () => {
-    expect((await sdkFailure(client.annotations.create(projectSlug, annotation(randomTraceId())))).statusCode).toBe(404);
+    expect((await sdkFailure(client.annotations.create(projectSlug, annotation(newTraceId())))).statusCode).toBe(404);
     const { traceId } = await conversationTrace();
     const created = await client.annotations.create(projectSlug, annotation(traceId));
     const other = await bootstrapAccount(vigil.url);

@@ -4,7 +4,8 @@ import type { Vigil } from "../src/server";
 import { scoreStorage } from "../src/modules/scores/storage";
 import { resolveTraceRef } from "../src/modules/scores/trace-ref";
 import { bootstrapAccount, json, sharedVigil } from "./helpers";
-import { insertTrace, randomTraceId } from "./scored-traces";
+import { insertScoredTrace } from "./fixtures/scored-traces";
+import { newTraceId } from "./fixtures/spans";
 import { sdkFailure } from "./sdk";
 
 let vigil: Vigil;
@@ -13,6 +14,7 @@ let apiKey: string;
 let projectSlug: string;
 let project: { id: string; organizationId: string };
 
+// Generous: the first suite to run also starts the embedded PostgreSQL server.
 beforeAll(async () => {
   vigil = await sharedVigil();
   const created = await bootstrapAccount(vigil.url);
@@ -20,13 +22,13 @@ beforeAll(async () => {
   apiKey = created.account.apiKey;
   projectSlug = created.account.projectSlug;
   project = await client.projects.get(projectSlug);
-});
+}, 60_000);
 
 const post = (path: string, body: unknown, key = apiKey) =>
   fetch(vigil.url + path, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body) });
 
-const trace = (extra: Partial<Parameters<typeof insertTrace>[1]> = {}) =>
-  insertTrace(vigil.ctx, { organizationId: project.organizationId, projectId: project.id, ...extra });
+const trace = (extra: Partial<Parameters<typeof insertScoredTrace>[1]> = {}) =>
+  insertScoredTrace(vigil.ctx, { organizationId: project.organizationId, projectId: project.id, ...extra });
 
 const scoreBody = (traceId: string) => ({ value: 0.25, passed: false, feedback: "Wrong tool chosen", trace: { by: "id" as const, id: traceId }, sourceId: "qa-script" });
 
@@ -132,7 +134,7 @@ describe("scores", () => {
   });
 
   test("an unknown trace is a 404; another organization's ids are 404s", async () => {
-    const missing = await sdkFailure(client.scores.create(projectSlug, { body: scoreBody(randomTraceId()) }));
+    const missing = await sdkFailure(client.scores.create(projectSlug, { body: scoreBody(newTraceId()) }));
     expect(missing.statusCode).toBe(404);
     const { traceId } = await trace();
     const other = await bootstrapAccount(vigil.url);
@@ -150,16 +152,16 @@ describe("scores", () => {
   test("TraceRef by filters must match exactly one trace; the 400 says how many matched", async () => {
     const userId = `user-${crypto.randomUUID()}`;
     const byUser = { by: "filters" as const, filters: { userId: [{ op: "eq" as const, value: userId }] } };
-    const none = await sdkFailure(client.scores.create(projectSlug, { body: { ...scoreBody(randomTraceId()), trace: byUser } }));
+    const none = await sdkFailure(client.scores.create(projectSlug, { body: { ...scoreBody(newTraceId()), trace: byUser } }));
     expect(none.statusCode).toBe(400);
     expect(none.body.error).toBe("trace.filters: must match exactly one trace; they match 0 traces");
 
     const { traceId, lastChatSpanId } = await trace({ userId, sessionId: "only-one" });
-    const score = await client.scores.create(projectSlug, { body: { ...scoreBody(randomTraceId()), trace: byUser } });
+    const score = await client.scores.create(projectSlug, { body: { ...scoreBody(newTraceId()), trace: byUser } });
     expect(score).toMatchObject({ traceId, spanId: lastChatSpanId, sessionId: "only-one" });
 
     await trace({ userId });
-    const two = await sdkFailure(client.scores.create(projectSlug, { body: { ...scoreBody(randomTraceId()), trace: byUser } }));
+    const two = await sdkFailure(client.scores.create(projectSlug, { body: { ...scoreBody(newTraceId()), trace: byUser } }));
     expect(two.statusCode).toBe(400);
     expect(two.body.error).toBe("trace.filters: must match exactly one trace; they match 2 traces");
 
@@ -170,7 +172,7 @@ describe("scores", () => {
     expect((await json(badBy)).error).toBe("trace.by: must be one of: id, filters");
   });
 
-  test("score.* filters find traces by their published scores", async () => {
+  test("score.* filters on list traces find traces by their published scores", async () => {
     const tag = `scored-${crypto.randomUUID()}`;
     const failing = await trace({ tags: [tag] });
     const passing = await trace({ tags: [tag] });
@@ -181,25 +183,32 @@ describe("scores", () => {
     await client.scores.create(projectSlug, { body: { ...scoreBody(passing.traceId), sourceId, value: 0.9, passed: true } });
     await scoreStorage(vigil.ctx).copier.drain();
 
-    // Resolving a TraceRef runs the compiled filters without writing a score that would change the next answer.
-    const matching = (filters: Record<string, { op: string; value: unknown }[]>) =>
-      resolveTraceRef(vigil.ctx.ch, project.organizationId, project.id, { by: "filters", filters: { tags: [{ op: "eq", value: tag }], ...filters } as never }).then(
-        (match) => [match.traceId],
-        (error: Error) => error.message,
-      );
+    const matching = async (filters: Record<string, { op: string; value: unknown }[]>) => {
+      const res = await post(`/v1/projects/${projectSlug}/traces/list`, { filters: { tags: [{ op: "eq", value: tag }], ...filters } });
+      const body = await json(res);
+      return res.status === 200 ? body.items.map((item: { traceId: string }) => item.traceId).sort() : body.error;
+    };
+    const sorted = (...ids: string[]) => ids.sort();
     expect(await matching({ "score.passed": [{ op: "eq", value: false }] })).toEqual([failing.traceId]);
     expect(await matching({ "score.passed": [{ op: "eq", value: true }] })).toEqual([passing.traceId]);
     expect(await matching({ "score.errored": [{ op: "eq", value: true }] })).toEqual([failing.traceId]);
     expect(await matching({ "score.value": [{ op: "gte", value: 0.5 }] })).toEqual([passing.traceId]);
     expect(await matching({ "score.sourceId": [{ op: "eq", value: "judge" }] })).toEqual([failing.traceId]);
-    expect(await matching({ "score.source": [{ op: "eq", value: "custom" }] })).toContain("they match 2 traces");
-    expect(await matching({ "score.source": [{ op: "eq", value: "annotation" }] })).toContain("they match 0 traces");
+    expect(await matching({ "score.source": [{ op: "eq", value: "custom" }] })).toEqual(sorted(failing.traceId, passing.traceId));
+    expect(await matching({ "score.source": [{ op: "eq", value: "annotation" }] })).toEqual([]);
     expect(await matching({ "score.sourceId": [{ op: "in", value: [sourceId] }], "score.value": [{ op: "lt", value: 0.5 }] })).toEqual([failing.traceId]);
     expect(await matching({ "score.sourceId": [{ op: "neq", value: sourceId }] })).toEqual([unscored.traceId]);
-    expect(await matching({ "score.annotatorId": [{ op: "eq", value: "nobody" }] })).toContain("they match 0 traces");
-    expect(await matching({ "score.signalId": [{ op: "notIn", value: ["x"] }], "score.simulationId": [{ op: "eq", value: "" }] })).toContain("they match 2 traces");
-    expect(await matching({ "score.flavour": [{ op: "eq", value: "x" }] })).toBe("trace.filters.score.flavour: unknown filter field");
-    expect(await matching({ "score.source": [{ op: "eq", value: "robot" }] })).toStartWith("trace.filters.score.source[0].value must be one of");
+    expect(await matching({ "score.annotatorId": [{ op: "eq", value: "nobody" }] })).toEqual([]);
+    expect(await matching({ "score.signalId": [{ op: "notIn", value: ["x"] }], "score.simulationId": [{ op: "eq", value: "" }] })).toEqual(sorted(failing.traceId, passing.traceId));
+    expect(await matching({ "score.flavour": [{ op: "eq", value: "x" }] })).toBe("filters.score.flavour: unknown filter field");
+    expect(await matching({ "score.source": [{ op: "eq", value: "robot" }] })).toStartWith("filters.score.source[0].value must be one of");
+
+    // The same compiled filters pick the trace of a TraceRef.
+    const viaTraceRef = await resolveTraceRef(vigil.ctx.ch, project.organizationId, project.id, {
+      by: "filters",
+      filters: { tags: [{ op: "eq", value: tag }], "score.errored": [{ op: "eq", value: true }] },
+    });
+    expect(viaTraceRef.traceId).toBe(failing.traceId);
   });
 
   test("the ClickHouse copy lands through the outbox, and a rebuild changes nothing", async () => {

@@ -5,7 +5,6 @@ import { authGuard } from "../auth";
 import type { Principal } from "../auth/service";
 import { findProject, organizationFromPath } from "../projects/service";
 import { checkTraceRefShape } from "../scores/trace-ref";
-import { loadConversation } from "./conversation";
 import {
   Annotation,
   AnnotationParams,
@@ -46,7 +45,7 @@ const listByTrace = {
 
 /** Annotations, under `/v1/projects/{projectSlug}` and the spec's organization-scoped path. */
 export const annotationsModule = (ctx: Context) => {
-  const annotations = new AnnotationsService(ctx, (organizationId, projectId, traceId) => loadConversation(ctx.ch, organizationId, projectId, traceId));
+  const annotations = new AnnotationsService(ctx);
   const projectOf = async (principal: Principal, projectSlug: string) => (await findProject(ctx.sql, principal.organizationId, projectSlug)).id;
   const organizationProjectOf = async (principal: Principal, params: { organizationId: string; projectId: string }) =>
     (await findProject(ctx.sql, organizationFromPath(principal, params.organizationId), params.projectId)).id;

@@ -8,6 +8,7 @@ import { scoreStorage } from "../scores/storage";
 import type { ScoreRecord, ScoreStore } from "../scores/store";
 import { resolveTraceRef, type ScoredTrace } from "../scores/trace-ref";
 import { checkAnchorInConversation, checkAnchorShape } from "./anchor";
+import { loadConversation } from "./conversation";
 import type { Annotation, AnnotationAnchor, CreateAnnotationBody, UpdateAnnotationBody } from "./model";
 
 /** The `sourceId` sentinels of annotations made through the API and by Vigil's own writers. */
@@ -45,16 +46,10 @@ export interface SystemDraft {
   metadata?: Record<string, unknown>;
 }
 
-/** Loads the conversation of a trace (TraceDetail.conversation) to check anchors against. */
-export type ConversationLoader = (organizationId: string, projectId: string, traceId: string) => Promise<Record<string, unknown>[]>;
-
 export class AnnotationsService {
   private store: ScoreStore;
 
-  constructor(
-    private ctx: Context,
-    private loadConversation: ConversationLoader,
-  ) {
+  constructor(private ctx: Context) {
     this.store = scoreStorage(ctx).store;
   }
 
@@ -68,7 +63,7 @@ export class AnnotationsService {
     checkAnchorShape(anchor);
     const trace = await resolveTraceRef(this.ctx.ch, principal.organizationId, projectId, traceRef);
     if (anchor.messageIndex !== undefined) {
-      checkAnchorInConversation(anchor, await this.loadConversation(principal.organizationId, projectId, trace.traceId));
+      checkAnchorInConversation(anchor, await loadConversation(this.ctx.ch, principal.organizationId, projectId, trace));
     }
     const record = await this.store.insert({
       ...this.annotationOn(trace, principal.organizationId, projectId),

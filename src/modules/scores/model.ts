@@ -1,4 +1,5 @@
 import { t, type Static } from "elysia";
+import { TraceFilterSet } from "../traces/model";
 
 export const TraceId = t.String({ pattern: "^[0-9a-fA-F]{32}$", description: "32-character hex trace id" });
 export const SpanId = t.String({ pattern: "^[0-9a-fA-F]{16}$", description: "16-character hex span id" });
@@ -9,14 +10,8 @@ const Nanoseconds = t.Integer({ minimum: 0 });
 export const ProjectParams = t.Object({ projectSlug: t.String() });
 export const OrganizationProjectParams = t.Object({ organizationId: t.String(), projectId: t.String({ description: "Project id or slug" }) });
 
-export const FilterCondition = t.Object({
-  op: t.UnionEnum(["eq", "neq", "gt", "gte", "lt", "lte", "in", "notIn", "contains", "notContains", "gtePercentile"]),
-  value: t.Union([t.String(), t.Number(), t.Boolean(), t.Array(t.Union([t.String(), t.Number()]))]),
-});
-export const FilterSet = t.Record(t.String(), t.Array(FilterCondition), { description: "Field name → conditions, all ANDed" });
-
 export const TraceRefById = t.Object({ by: t.Literal("id"), id: TraceId });
-export const TraceRefByFilters = t.Object({ by: t.Literal("filters"), filters: FilterSet });
+export const TraceRefByFilters = t.Object({ by: t.Literal("filters"), filters: TraceFilterSet });
 export const TraceRef = t.Union([TraceRefById, TraceRefByFilters], {
   description: "The trace, by id or by a filter set that must match exactly one trace",
 });

@@ -90,11 +90,6 @@ const toRecord = (row: ScoreRow): ScoreRecord => ({
   updatedAt: row.updated_at,
 });
 
-export interface AnnotationCounts {
-  positive: number;
-  negative: number;
-}
-
 export interface TracePageKey {
   createdAtMicros: string;
   id: string;
@@ -181,18 +176,6 @@ export class ScoreStore {
       ORDER BY created_at DESC, id DESC
       LIMIT ${limit}`;
     return rows.map((row) => ({ record: toRecord(row), key: { createdAtMicros: row.created_at_micros, id: row.id } }));
-  }
-
-  /** Published annotations per trace, split by verdict; traces without any are absent from the map. */
-  async annotationCounts(projectId: string, traceIds: string[]): Promise<Map<string, AnnotationCounts>> {
-    if (traceIds.length === 0) return new Map();
-    const rows = await this.sql<{ trace_id: string; positive: number; negative: number }[]>`
-      SELECT trace_id, count(*) FILTER (WHERE passed)::int AS positive, count(*) FILTER (WHERE NOT passed)::int AS negative
-      FROM scores
-      WHERE project_id = ${projectId} AND trace_id IN ${this.sql(traceIds)} AND source = 'annotation'
-        AND drafted_at IS NULL AND deleted_at IS NULL
-      GROUP BY trace_id`;
-    return new Map(rows.map((row) => [row.trace_id, { positive: row.positive, negative: row.negative }]));
   }
 
   private async write<Row extends ScoreRow | undefined>(change: (tx: Queryable) => Promise<Row>): Promise<Row> {

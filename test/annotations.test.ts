@@ -203,13 +203,17 @@ describe("annotations", () => {
       pages++;
       seen.push(...page.items.map((item) => item.id));
       expect(page.items.length).toBeLessThanOrEqual(2);
+      // Annotations written during the walk sort before its cursor: never repeated, never skipped.
+      if (pages === 1) await client.annotations.create(projectSlug, annotation(traceId, { feedback: "written mid-walk" }));
       expect(page.hasMore).toBe(page.nextCursor !== null);
       if (!page.nextCursor) break;
       cursor = page.nextCursor;
     }
     expect(pages).toBe(3);
     expect(seen).toEqual([...ids].reverse());
-    expect((await client.traces.listAnnotations(projectSlug, traceId)).items[0]).toMatchObject({ id: draft.id, sourceId: "SYSTEM", draftedAt: expect.any(String) });
+    const [midWalk, newestBefore] = (await client.traces.listAnnotations(projectSlug, traceId)).items;
+    expect(midWalk).toMatchObject({ feedback: "written mid-walk" });
+    expect(newestBefore).toMatchObject({ id: draft.id, sourceId: "SYSTEM", draftedAt: expect.any(String) });
     expect(await client.traces.getAnnotation(projectSlug, traceId, ids[0]!)).toMatchObject({ id: ids[0], traceId });
     expect((await sdkFailure(client.traces.getAnnotation(projectSlug, newTraceId(), ids[0]!))).statusCode).toBe(404);
 

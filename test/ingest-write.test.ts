@@ -1,11 +1,11 @@
 import { describe, expect, test } from "bun:test";
 import { createClient } from "@clickhouse/client";
-import { appendFileSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ClickHouseStore } from "../src/db/clickhouse";
 import { BackpressureError, type BatchLimits } from "../src/ingest/batch";
 import type { SpanRow } from "../src/ingest/row";
-import { spanStructure } from "../src/ingest/rowbinary";
+import { encodeSpanRows, spanStructure } from "../src/ingest/rowbinary";
 import { segmentInserter, spanWriterOptions, startSpanWriter, type SpanWriterOptions } from "../src/ingest/write";
 import { createLogger } from "../src/lib/log";
 import { sharedVigil, testRoot } from "./helpers";
@@ -316,6 +316,20 @@ describe("span writer", () => {
     await second.close();
   });
 
+  test("a leftover segment in another row format is moved to quarantine, not inserted", async () => {
+    const { store, state } = await flakyStore();
+    const walDir = freshDir("quarantine");
+    mkdirSync(walDir, { recursive: true });
+    const file = "0old0run0-000000001.0badf00d.rowbinary";
+    writeFileSync(join(walDir, file), encodeSpanRows(rowsOf(5).rows));
+    const writer = await openWriter(store, walDir);
+    await writer.flush();
+    expect(state.inserts).toBe(0);
+    expect(walFiles(walDir)).toHaveLength(0);
+    expect(readdirSync(join(walDir, "quarantine"))).toEqual([file]);
+    await writer.close();
+  });
+
   test("close inserts everything accepted and empties the log", async () => {
     const { store } = await flakyStore();
     const walDir = freshDir("close");
@@ -372,6 +386,23 @@ describe("span writer", () => {
     await writer.accept(rows.slice(accepted), (200 - accepted) * 2048);
     await writer.flush();
     expect(await spanCount(store, organization)).toBe(200);
+    await writer.close();
+  });
+
+  test("a failing write-ahead log refuses the request with BackpressureError, and works again once the disk does", async () => {
+    const { store } = await flakyStore();
+    const walDir = freshDir("disk");
+    const writer = await openWriter(store, walDir);
+    const refused = rowsOf(10);
+    rmSync(walDir, { recursive: true });
+    await expect(writer.accept(refused.rows, 10 * 2048)).rejects.toMatchObject({ reason: "storage" });
+    mkdirSync(walDir);
+    const accepted = rowsOf(10);
+    await writer.accept(accepted.rows, 10 * 2048);
+    await writer.flush();
+    expect(await spanCount(store, refused.organization)).toBe(0);
+    expect(await spanCount(store, accepted.organization)).toBe(10);
+    expect(writer.stats()).toMatchObject({ heldBytes: 0, walBytes: 0 });
     await writer.close();
   });
 

@@ -58,7 +58,7 @@ export function spanWriterOptions(config: Config, store: ClickHouseStore, log: L
       walBytes: 4 * config.ingest.queueBytes,
       flushRows: config.ingest.flushRows,
       flushIntervalMs: config.ingest.flushIntervalMs,
-      segmentBytes: 128 << 20,
+      segmentBytes: 64 << 20,
     },
     insertConcurrency: store.embedded ? 1 : 4,
     retryDelayMs: 100,

@@ -55,7 +55,7 @@ function validFilters(filters: FilterSet) {
   }
 }
 
-/** The traces a filter set matches, counted up to the cap, and the first of them. */
+/** Ids of the traces a filter set matches, one past the cap at most. */
 async function matchTraces(ch: ClickHouseStore, organizationId: string, projectId: string, filters: FilterSet) {
   const params = new QueryParams();
   const scope = bindScope(params, ch.database, organizationId, projectId);

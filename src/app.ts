@@ -7,6 +7,7 @@ import { accountModule } from "./modules/account";
 import { annotationsModule } from "./modules/annotations";
 import { apiKeysModule } from "./modules/api-keys";
 import { healthModule } from "./modules/health";
+import { ingestModule } from "./ingest";
 import { projectsModule } from "./modules/projects";
 import { scoresModule } from "./modules/scores";
 import { tracesModule } from "./modules/traces";
@@ -79,6 +80,7 @@ export function createApp(ctx: Context) {
       }),
     )
     .use(healthModule(ctx))
+    .use(ingestModule(ctx))
     .use(accountModule(ctx))
     .use(projectsModule(ctx))
     .use(apiKeysModule(ctx))

@@ -1,6 +1,7 @@
 import type { Config } from "./config";
 import type { ClickHouseStore } from "./db/clickhouse";
 import type { Sql } from "./db/postgres";
+import type { IngestPipeline } from "./ingest/pipeline";
 import type { SpanWriter } from "./ingest/write";
 import type { Logger } from "./lib/log";
 import type { AuthService } from "./modules/auth/service";
@@ -17,6 +18,8 @@ export interface Context {
   redaction: RedactionPolicies;
   /** Batch → write: where ingested span rows go; `accept` resolves once they are durable. */
   spanWriter: SpanWriter;
+  /** Decode → map → redact → price → batch, shared by the OTLP HTTP and gRPC receivers. */
+  ingest: IngestPipeline;
   /** Registers work to finish during graceful shutdown, run in reverse order of registration. */
   onShutdown(task: () => Promise<void> | void): void;
 }

@@ -9,6 +9,9 @@ import { spanWriterOptions, startSpanWriter, type SpanWriter } from "./ingest/wr
 import { createLogger, type Logger } from "./lib/log";
 import { AuthService } from "./modules/auth/service";
 import { RedactionPolicies } from "./ingest/redaction-policy";
+import { IngestPipeline } from "./ingest/pipeline";
+import { startGrpcReceiver } from "./ingest/grpc";
+import { encodeExportResponse } from "./ingest/respond";
 
 export interface Vigil {
   ctx: Context;
@@ -33,19 +36,38 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
     await pg.close();
     throw error;
   }
+  const auth = new AuthService(pg.sql);
+  const redaction = new RedactionPolicies(pg.sql, { pseudonymSecret: config.pseudonymSecret });
   const ctx: Context = {
     config,
     sql: pg.sql,
     ch,
     log,
-    auth: new AuthService(pg.sql),
-    redaction: new RedactionPolicies(pg.sql, { pseudonymSecret: config.pseudonymSecret }),
+    auth,
+    redaction,
     spanWriter,
+    ingest: new IngestPipeline(auth, pg.sql, redaction, spanWriter),
     onShutdown: (task) => shutdownTasks.push(task),
   };
   // Registered first, so it runs last: after the receivers stop, before the stores close.
   ctx.onShutdown(() => spanWriter.close());
-  const app = createApp(ctx).listen({ port: config.port, hostname: config.host });
+  const app = createApp(ctx).listen({
+    port: config.port,
+    hostname: config.host,
+    // Headroom over the ingest limit, so an oversize OTLP body still gets Vigil's own 413 `{error}`.
+    maxRequestBodySize: config.ingest.maxBodyBytes + (1 << 20),
+  });
+  if (config.otlpGrpcPort !== 0) {
+    const grpc = await startGrpcReceiver(
+      config.otlpGrpcPort,
+      config.host,
+      config.ingest.maxDecompressedBytes,
+      async (bytes, headers) => encodeExportResponse(await ctx.ingest.export({ encoding: "protobuf", bytes }, headers)),
+      log,
+    );
+    ctx.onShutdown(grpc.stop);
+    log.info("otlp grpc receiver started", { port: grpc.port });
+  }
   startJobs(ctx);
   const port = app.server!.port!;
   if (!config.publicUrlConfigured) config.publicUrl = `http://localhost:${port}`;

@@ -131,7 +131,7 @@ describe("trace export", () => {
     expect(wrongToken.status).toBe(404);
     const noToken = await fetch(link.replace(/\?token=[\w-]+/, ""));
     expect(noToken.status).toBe(400);
-  });
+  }, 30_000);
 
   test("by filters, through the SDK: every matching trace, one row each", async () => {
     const answer = await client.traces.export(slug, { traces: { by: "filters", filters: { tags: [{ op: "eq", value: "prod" }], cost: [{ op: "gte", value: 1000 }] } }, recipient: member });
@@ -140,7 +140,7 @@ describe("trace export", () => {
     const [header, ...data] = rows;
     expect(data.map((row) => row[header.indexOf("traceId")]).sort()).toEqual([traceIds[1], traceIds[2]].sort());
     expect(data.every((row) => row[header.indexOf("tags")] === '["eu","prod"]')).toBe(true);
-  });
+  }, 30_000);
 
   test("a recipient who is not a member, bad filters or no ids are 400s", async () => {
     const stranger = await sdkFailure(client.traces.export(slug, { traces: { by: "ids", ids: [traceIds[0]] }, recipient: "nobody@example.com" }));

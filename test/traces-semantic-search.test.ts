@@ -114,7 +114,7 @@ describe("semantic search", () => {
     const texts = embedded.filter((input) => input !== "automobile" && input !== "reimbursement please" && input !== "vehicle");
     expect(texts).toHaveLength(new Set(texts).size);
     expect(texts).toHaveLength(4);
-  });
+  }, 30_000);
 
   test("when the embeddings endpoint fails, search answers with full-text matching", async () => {
     failing = true;

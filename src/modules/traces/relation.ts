@@ -104,7 +104,7 @@ export interface TraceScope {
   /** Placeholders of the tenant, bound once per query. */
   organizationId: string;
   projectId: string;
-  /** Placeholder of an `Array(String)` limiting the relation to these traces. */
+  /** An IN operand limiting the relation to these traces: a bound `Array(String)` or a subquery. */
   traceIds?: string;
   /** Placeholder of a `String`: only traces whose id sorts after it (keyset walks in id order). */
   traceIdAfter?: string;

@@ -12,7 +12,7 @@ import type { TraceScope } from "./relation";
  *   to the embedded query, and it matches at `minSimilarity` or more.
  * - Full text (otherwise, or when the embeddings endpoint fails): spans whose `message_text` has one
  *   of the query's words (through the text index); relevance is the share of the query's distinct
- *   words the trace contains, plus a little for how often they occur.
+ *   words the trace's messages contain, in any case.
  */
 
 export type SearchMode = "semantic" | "full-text";
@@ -35,7 +35,7 @@ export function searchTerms(query: string): string[] {
 
 /**
  * The index stores words as written, so the lookup asks for the usual spellings of each term; the
- * ranking then compares lowercase words, so a match in any case counts.
+ * ranking then matches each term in any case.
  */
 function spellings(query: string, terms: string[]): string[] {
   const asWritten = words(query).filter((word) => terms.includes(word.toLowerCase()));
@@ -46,14 +46,13 @@ function spellings(query: string, terms: string[]): string[] {
 function fullTextSql(query: string, scope: TraceScope, params: QueryParams): string {
   const terms = searchTerms(query);
   if (!terms.length) return "(SELECT '' AS trace_id, toFloat64(0) AS relevance WHERE 0)";
-  const termsParam = params.bind(terms, "Array(String)");
   const snapshot = scope.snapshot ? ` AND ingested_at <= ${scope.snapshot}` : "";
-  const hits = `SELECT trace_id, arrayFilter(word -> has(${termsParam}, word), tokens(lowerUTF8(message_text))) AS hits
+  const found = terms.map((term) => `max(hasTokenCaseInsensitive(message_text, ${params.bind(term, "String")}))`);
+  return `(SELECT trace_id, (${found.join(" + ")}) / ${params.bind(terms.length, "UInt32")} AS relevance
     FROM ${scope.database}.spans
     WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId}${snapshot}
-      AND hasAnyTokens(message_text, ${params.bind(spellings(query, terms), "Array(String)")})`;
-  return `(SELECT trace_id, length(groupUniqArrayArray(hits)) / ${terms.length} + least(sum(length(hits)), 1000) / 1000000 AS relevance
-    FROM (${hits}) GROUP BY trace_id HAVING length(groupUniqArrayArray(hits)) > 0)`;
+      AND hasAnyTokens(message_text, ${params.bind(spellings(query, terms), "Array(String)")})
+    GROUP BY trace_id HAVING relevance > 0)`;
 }
 
 function semanticSql(vector: number[], model: string, scope: TraceScope, params: QueryParams): string {

@@ -4,7 +4,7 @@ import { decodeTraceCursor, encodeTraceCursor, walkFingerprint, type TraceCursor
 import { compileTraceFilters, isoToDateTime64, validateTraceFilters, type FilterSqlContext, type ValidFilterSet } from "./filters";
 import type { ListTracesBody, SortDirection, SortField, Span, SpanDetail, Trace, TraceAnalyticsResponse, TraceDetail } from "./model";
 import { QueryParams } from "./params";
-import { bindScope, traceItemColumns, traceRelationSql, withSnapshot, type TraceColumn, type TraceScope } from "./relation";
+import { bindScope, changedSinceSnapshotSql, traceItemColumns, traceRelationSql, withSnapshot, type TraceColumn, type TraceScope } from "./relation";
 import { conversationOf, spanDetailColumns, spanItemColumns, toSpan, toSpanDetail, toTrace, type AnnotationCounts, type SpanDetailRow, type SpanItemRow, type TraceItemRow } from "./rows";
 import type { TraceSearch } from "./search";
 
@@ -30,21 +30,22 @@ const timeKey = (column: "start_time" | "end_time"): SortKeyPart => ({
   type: "Int64",
   bound: (placeholder) => `fromUnixTimestamp64Nano(${placeholder}, 'UTC')`,
 });
-const plainKey = (column: TraceColumn, type: SortKeyPart["type"]): SortKeyPart => ({
+const plainKey = (column: string, type: SortKeyPart["type"]): SortKeyPart => ({
   order: column,
   select: `toString(${column})`,
   type,
   bound: (placeholder) => placeholder,
 });
 
-const sorts: Record<SortField, { columns: TraceColumn[]; key: SortKeyPart[] }> = {
-  startTime: { columns: ["start_time"], key: [timeKey("start_time")] },
-  endTime: { columns: ["end_time"], key: [timeKey("end_time")] },
+/** `partial`: the roll-up column whose merged value is the sort key, for the bounded page query. */
+const sorts: Record<SortField, { columns: TraceColumn[]; key: SortKeyPart[]; partial?: "start_time" | "end_time" }> = {
+  startTime: { columns: ["start_time"], key: [timeKey("start_time")], partial: "start_time" },
+  endTime: { columns: ["end_time"], key: [timeKey("end_time")], partial: "end_time" },
   durationNs: { columns: ["duration_ns"], key: [plainKey("duration_ns", "Int64")] },
   tokensTotal: { columns: ["tokens_total"], key: [plainKey("tokens_total", "UInt64")] },
   costTotalMicrocents: { columns: ["cost_total_microcents"], key: [plainKey("cost_total_microcents", "UInt64")] },
   // Best match first, then most recent.
-  relevance: { columns: ["start_time"], key: [plainKey("relevance" as TraceColumn, "Float64"), timeKey("start_time")] },
+  relevance: { columns: ["start_time"], key: [plainKey("relevance", "Float64"), timeKey("start_time")] },
 };
 
 const keyFormats: Record<SortKeyPart["type"], RegExp> = {
@@ -58,6 +59,15 @@ const halfDayMs = 12 * 3600 * 1000;
 const maxAnalyticsDays = 1000;
 const nsPerSecond = 1e9;
 const microcentsPerUsd = 1e8;
+
+interface PageWalk {
+  sortBy: SortField;
+  direction: SortDirection;
+  query: string;
+  filters: ValidFilterSet;
+  cursor: TraceCursor | null;
+  limit: number;
+}
 
 interface PageRow {
   trace_id: string;
@@ -118,40 +128,70 @@ export class TracesService {
   /**
    * Picks the ids of one page: only the sort key and the columns the filters read are aggregated.
    * Pages after the first read the relation at the walk's snapshot, so keys do not move under the
-   * cursor while spans arrive.
+   * cursor while spans arrive. Time sorts first try the traces near the top of the order only (see
+   * `queryPage`), and aggregate the whole project when that does not fill the page.
    */
-  private async selectPage(
-    project: ProjectRef,
-    walk: { sortBy: SortField; direction: SortDirection; query: string; filters: ValidFilterSet; cursor: TraceCursor | null; limit: number },
-  ): Promise<PageRow[]> {
+  private async selectPage(project: ProjectRef, walk: PageWalk): Promise<PageRow[]> {
+    if (sorts[walk.sortBy].partial) {
+      const fanOut = walk.query || walk.filters.conditions.length ? 50 : 8;
+      const rows = await this.queryPage(project, walk, (walk.limit + 1) * fanOut);
+      if (rows.length > walk.limit) return rows;
+    }
+    return this.queryPage(project, walk, null);
+  }
+
+  /**
+   * One page query. With `candidates`, a time sort aggregates only the traces having a roll-up row
+   * among the `candidates` first rows in sort order (past the cursor), plus those changed since the
+   * snapshot, and keeps the traces whose merged time is within that bound. A trace's merged time
+   * equals one of its rows' times, so every trace within the bound is among the candidates: when the
+   * page fills, it is exactly the page of the whole project.
+   */
+  private async queryPage(project: ProjectRef, walk: PageWalk, candidates: number | null): Promise<PageRow[]> {
     const params = new QueryParams();
     const scope = bindScope(params, this.database, project.organizationId, project.id);
     if (walk.cursor) scope.snapshot = params.bind(walk.cursor.snapshot, "DateTime64(3, 'UTC')");
     const sort = sorts[walk.sortBy];
-    const compiled = compileTraceFilters(walk.filters, this.filterContext(scope, params));
-    const relation = traceRelationSql(new Set([...sort.columns, ...compiled.columns]), scope);
-    const search = walk.query ? await this.search.relevanceSql(walk.query, scope, params) : null;
-    const from = search ? `${relation} AS trace INNER JOIN ${search} AS match ON trace.trace_id = match.trace_id` : relation;
+    const descending = walk.direction === "desc";
+    const ctes = scope.snapshot ? [`changed_since_snapshot AS (${changedSinceSnapshotSql(scope)})`] : [];
+    const conditions: string[] = [];
 
-    const conditions = [compiled.where];
+    let cursorTime: string | null = null;
     if (walk.cursor) {
       const { key, traceId } = walk.cursor;
       if (key.length !== sort.key.length || !sort.key.every((part, i) => keyFormats[part.type].test(key[i]))) {
         throw badRequest("cursor: is not a cursor returned by this list");
       }
       const bounds = sort.key.map((part, i) => part.bound(params.bind(key[i], part.type)));
-      const comparison = walk.direction === "desc" ? "<" : ">";
-      conditions.push(`(${[...sort.key.map((part) => part.order), "trace_id"].join(", ")}) ${comparison} (${[...bounds, params.bind(traceId, "String")].join(", ")})`);
+      cursorTime = bounds[0];
+      conditions.push(`(${[...sort.key.map((part) => part.order), "trace_id"].join(", ")}) ${descending ? "<" : ">"} (${[...bounds, params.bind(traceId, "String")].join(", ")})`);
     }
-    const direction = walk.direction === "desc" ? "DESC" : "ASC";
-    const statement = withSnapshot(
-      scope,
-      `SELECT trace_id, [${sort.key.map((part) => part.select).join(", ")}] AS key, toString(now64(3)) AS observed_at
+
+    if (candidates !== null && sort.partial) {
+      const column = sort.partial;
+      const tenant = `organization_id = ${scope.organizationId} AND project_id = ${scope.projectId}`;
+      const pastCursor = cursorTime ? ` AND ${column} ${descending ? "<=" : ">="} ${cursorTime}` : "";
+      ctes.push(
+        `(SELECT ${descending ? "min" : "max"}(${column}) FROM (SELECT ${column} FROM ${this.database}.traces WHERE ${tenant}${pastCursor}
+          ORDER BY ${column} ${descending ? "DESC" : "ASC"} LIMIT ${params.bind(candidates, "UInt32")})) AS page_bound`,
+      );
+      const withinBound = `${column} ${descending ? ">=" : "<="} page_bound`;
+      const changed = scope.snapshot ? " UNION ALL SELECT trace_id FROM changed_since_snapshot" : "";
+      scope.traceIds = `(SELECT trace_id FROM ${this.database}.traces WHERE ${tenant} AND ${withinBound}${pastCursor}${changed})`;
+      conditions.push(withinBound);
+    }
+
+    const compiled = compileTraceFilters(walk.filters, this.filterContext(scope, params));
+    conditions.unshift(compiled.where);
+    const relation = traceRelationSql(new Set([...sort.columns, ...compiled.columns]), scope);
+    const search = walk.query ? await this.search.relevanceSql(walk.query, scope, params) : null;
+    const from = search ? `${relation} AS trace INNER JOIN ${search} AS match USING (trace_id)` : relation;
+    const direction = descending ? "DESC" : "ASC";
+    const statement = `${ctes.length ? `WITH ${ctes.join(", ")} ` : ""}SELECT trace_id, [${sort.key.map((part) => part.select).join(", ")}] AS key, toString(now64(3)) AS observed_at
        FROM ${from}
        WHERE ${conditions.join(" AND ")}
        ORDER BY ${[...sort.key.map((part) => `${part.order} ${direction}`), `trace_id ${direction}`].join(", ")}
-       LIMIT ${params.bind(walk.limit + 1, "UInt32")}`,
-    );
+       LIMIT ${params.bind(walk.limit + 1, "UInt32")}`;
     return this.rows<PageRow>(statement, params);
   }
 

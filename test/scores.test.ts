@@ -5,7 +5,7 @@ import { scoreStorage } from "../src/modules/scores/storage";
 import { resolveTraceRef } from "../src/modules/scores/trace-ref";
 import { bootstrapAccount, json, sharedVigil } from "./helpers";
 import { insertScoredTrace } from "./fixtures/scored-traces";
-import { newTraceId } from "./fixtures/spans";
+import { newSpanId, newTraceId } from "./fixtures/spans";
 import { sdkFailure } from "./sdk";
 
 let vigil: Vigil;
@@ -70,6 +70,76 @@ describe("scores", () => {
       metadata: { run: 7, note: null },
     } as never);
     expect(new Date(score.createdAt).toISOString()).toBe(score.createdAt);
+  });
+
+  test("a trace ingested over OTLP/HTTP is scored on its last LLM completion and annotated on its conversation", async () => {
+    const traceId = newTraceId();
+    const [rootSpanId, firstChatSpanId, lastChatSpanId] = [newSpanId(), newSpanId(), newSpanId()];
+    const start = BigInt(Date.now() - 10_000) * 1_000_000n;
+    const at = (ms: number) => String(start + BigInt(ms) * 1_000_000n);
+    const text = (key: string, value: string) => ({ key, value: { stringValue: value } });
+    const chat = (spanId: string, from: number, to: number, answer: string) => ({
+      traceId,
+      spanId,
+      parentSpanId: rootSpanId,
+      name: "chat gpt-4o",
+      kind: 3,
+      startTimeUnixNano: at(from),
+      endTimeUnixNano: at(to),
+      attributes: [
+        text("gen_ai.operation.name", "chat"),
+        text("gen_ai.request.model", "gpt-4o"),
+        text("session.id", "otlp-session"),
+        text("gen_ai.input.messages", JSON.stringify([{ role: "user", parts: [{ type: "text", content: "Capital of France?" }] }])),
+        text("gen_ai.output.messages", JSON.stringify([{ role: "assistant", parts: [{ type: "text", content: answer }] }])),
+      ],
+    });
+    const body = {
+      resourceSpans: [
+        {
+          resource: { attributes: [text("service.name", "agent")] },
+          scopeSpans: [
+            {
+              scope: { name: "test" },
+              spans: [
+                { traceId, spanId: rootSpanId, name: "agent", kind: 1, startTimeUnixNano: at(0), endTimeUnixNano: at(3000), attributes: [text("session.id", "otlp-session")] },
+                chat(firstChatSpanId, 100, 900, "Lyon"),
+                chat(lastChatSpanId, 1000, 2500, "Paris"),
+              ],
+            },
+          ],
+        },
+      ],
+    };
+    const ingest = await fetch(`${vigil.url}/v1/traces`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json", "x-latitude-project": projectSlug },
+      body: JSON.stringify(body),
+    });
+    expect(ingest.status).toBe(200);
+
+    // Acknowledged spans may still be on their way from the write-ahead log to ClickHouse.
+    let score: Awaited<ReturnType<typeof client.scores.create>> | null = null;
+    for (let attempt = 0; !score && attempt < 100; attempt++) {
+      score = await client.scores.create(projectSlug, { body: scoreBody(traceId) }).catch(async (error: unknown) => {
+        if ((error as { statusCode?: number }).statusCode !== 404) throw error;
+        await Bun.sleep(50);
+        return null;
+      });
+    }
+    expect(score).toMatchObject({ traceId, spanId: lastChatSpanId, sessionId: "otlp-session" });
+    const annotation = await client.annotations.create(projectSlug, {
+      value: 0,
+      passed: false,
+      feedback: "Paris is right, but say it in a sentence",
+      trace: { by: "id", id: traceId },
+      anchor: { messageIndex: 1, partIndex: 0, startOffset: 0, endOffset: 5 },
+    });
+    expect(annotation).toMatchObject({ spanId: lastChatSpanId, metadata: { messageIndex: 1, endOffset: 5 } });
+    const beyond = await sdkFailure(
+      client.annotations.create(projectSlug, { value: 0, passed: false, feedback: "x", trace: { by: "id", id: traceId }, anchor: { messageIndex: 1, partIndex: 0, startOffset: 0, endOffset: 6 } }),
+    );
+    expect(beyond.body.error).toBe("anchor.endOffset: part 0 of message 1 is 5 characters long");
   });
 
   test("the documented flat body on the organization route keeps its span and session", async () => {

@@ -87,7 +87,7 @@ export function startEmbeddingIndexer(ctx: Pick<Context, "sql" | "ch" | "log">, 
         SELECT organization_id, project_id, trace_id, span_id, toString(start_time) AS span_start, toString(ingested_at) AS span_ingested_at,
           retention_days, substringUTF8(message_text, 1, ${maxTextChars}) AS text
         FROM ${ch.database}.spans
-        WHERE ingested_at >= since AND message_text != ''
+        WHERE ingested_at >= since AND notEmpty(message_text)
           AND (organization_id, project_id, trace_id, span_id) NOT IN (
             SELECT organization_id, project_id, trace_id, span_id FROM ${ch.database}.span_embeddings
             WHERE model = {model:String} AND source_ingested_at >= since)

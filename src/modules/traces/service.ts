@@ -91,7 +91,7 @@ export class TracesService {
   }
 
   /** The compile context of a filter set over a scope; percentiles read the same scope. */
-  filterContext(scope: TraceScope, params: QueryParams): FilterSqlContext {
+  private filterContext(scope: TraceScope, params: QueryParams): FilterSqlContext {
     return {
       params,
       database: this.database,
@@ -106,6 +106,7 @@ export class TracesService {
   async list(project: ProjectRef, body: ListTracesBody): Promise<{ items: Trace[]; nextCursor: string | null; hasMore: boolean }> {
     const limit = body.limit ?? 50;
     const query = body.query?.trim() ?? "";
+    // Without a query every trace is equally relevant, and relevance ties go to the most recent.
     const sortBy: SortField = body.sortBy === "relevance" && !query ? "startTime" : (body.sortBy ?? "startTime");
     const direction: SortDirection = body.sortDirection ?? "desc";
     const filters = validateTraceFilters(body.filters);

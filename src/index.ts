@@ -1,4 +1,5 @@
 import { ConfigError, loadConfig } from "./config";
+import { DataDirInUseError } from "./db/data-dir";
 import { startVigil } from "./server";
 
 let config;
@@ -12,7 +13,13 @@ try {
   throw error;
 }
 
-const vigil = await startVigil(config);
+const vigil = await startVigil(config).catch((error) => {
+  if (error instanceof DataDirInUseError) {
+    console.error(`vigil: ${error.message}`);
+    process.exit(2);
+  }
+  throw error;
+});
 let signals = 0;
 const shutdown = (signal: string) => {
   if (++signals > 1) process.exit(1);

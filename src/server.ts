@@ -5,6 +5,7 @@ import { startJobs } from "./jobs";
 import { openClickHouse } from "./db/clickhouse";
 import { migrateClickHouse, migratePostgres } from "./db/migrate";
 import { openPostgres } from "./db/postgres";
+import { lockDataDir } from "./db/data-dir";
 import { spanWriterOptions, startSpanWriter, type SpanWriter } from "./ingest/write";
 import { createLogger, type Logger } from "./lib/log";
 import { AuthService } from "./modules/auth/service";
@@ -23,6 +24,7 @@ export interface Vigil {
 /** Opens the stores, applies migrations, serves every route and starts background work. */
 export async function startVigil(config: Config, log: Logger = createLogger(config.logLevel)): Promise<Vigil> {
   const started = performance.now();
+  const unlockDataDir = lockDataDir(config.dataDir);
   const pg = await openPostgres(config.databaseUrl, config.dataDir, log);
   const ch = openClickHouse(config);
   const shutdownTasks: (() => Promise<void> | void)[] = [];
@@ -34,6 +36,7 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
   } catch (error) {
     await ch.close();
     await pg.close();
+    unlockDataDir();
     throw error;
   }
   const auth = new AuthService(pg.sql);
@@ -87,6 +90,7 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
       }
       await ch.close();
       await pg.close();
+      unlockDataDir();
       log.info("stopped");
     })());
   return { ctx, url: `http://127.0.0.1:${port}`, port, stop };

@@ -97,3 +97,22 @@ describe("configuration", () => {
     expect(stderr).toContain("PORT");
   });
 });
+
+describe("one Vigil per data directory", () => {
+  test("a second process on the same DATA_DIR refuses to start and leaves the first one serving", async () => {
+    const dir = join(testRoot, "locked");
+    const first = await spawnVigil(dir);
+    started.push(first);
+    const second = Bun.spawn(["bun", "run", "src/index.ts"], {
+      cwd: join(import.meta.dir, ".."),
+      env: { ...process.env, DATA_DIR: dir, PORT: "0", OTLP_GRPC_PORT: "0" },
+      stderr: "pipe",
+      stdout: "pipe",
+    });
+    expect(await second.exited).toBe(2);
+    expect(await new Response(second.stderr).text()).toContain("in use by another Vigil process");
+    expect((await fetch(`${first.url}/health`)).status).toBe(200);
+    killGroup(first.child, "SIGTERM");
+    expect(await first.exited).toBe(0);
+  });
+});

@@ -57,6 +57,8 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
   const app = createApp(ctx).listen({
     port: config.port,
     hostname: config.host,
+    // Elysia turns SO_REUSEPORT on; a second server on a busy port must fail, not share it silently.
+    reusePort: false,
     // Headroom over the ingest limit, so an oversize OTLP body still gets Vigil's own 413 `{error}`.
     maxRequestBodySize: config.ingest.maxBodyBytes + (1 << 20),
   });

@@ -158,7 +158,7 @@ describe("trace export", () => {
 
   test("an expired link is refused", async () => {
     const [row] = await vigil.ctx.sql<{ id: string }[]>`SELECT id FROM trace_exports WHERE status = 'done' ORDER BY created_at LIMIT 1`;
-    const { link } = { link: decodeQuotedPrintable(received[0].data).match(/https?:\/\/\S+\/v1\/exports\/\S+\?token=[\w-]+/)![0] };
+    const link = decodeQuotedPrintable(received[0].data).match(/https?:\/\/\S+\/v1\/exports\/\S+\?token=[\w-]+/)![0];
     expect(link).toContain(row.id);
     await vigil.ctx.sql`UPDATE trace_exports SET expires_at = now() - interval '1 second' WHERE id = ${row.id}`;
     expect((await fetch(link)).status).toBe(410);

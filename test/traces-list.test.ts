@@ -7,6 +7,7 @@ import { sdkFailure } from "./sdk";
 
 let vigil: Vigil;
 let client: LatitudeClient;
+let apiKey: string;
 let slug: string;
 let tenant: Tenant;
 
@@ -77,8 +78,9 @@ beforeAll(async () => {
   vigil = await sharedVigil();
   const created = await bootstrapAccount(vigil.url, { projectName: "Trace list" });
   client = created.client;
+  apiKey = created.account.apiKey;
   slug = created.account.projectSlug;
-  tenant = await tenantOf(vigil.ctx, created.account.apiKey, slug);
+  tenant = await tenantOf(vigil.ctx, apiKey, slug);
   await insertSpans(vigil.ctx, fixtureRows());
 });
 
@@ -430,8 +432,7 @@ describe("cursor paging while spans keep arriving", () => {
 describe("organization-scoped path and isolation", () => {
   test("the spec's path form serves the same list; a foreign organization is a 404", async () => {
     const body = JSON.stringify({ limit: 2 });
-    const key = (client as unknown as { _options: { apiKey?: string } })._options.apiKey;
-    const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" };
+    const headers = { authorization: `Bearer ${apiKey}`, "content-type": "application/json" };
     const byId = await fetch(`${vigil.url}/v1/organizations/${tenant.organizationId}/projects/${tenant.projectId}/traces/list`, { method: "POST", headers, body });
     expect(byId.status).toBe(200);
     const bySlug = await fetch(`${vigil.url}/v1/organizations/${tenant.organizationId}/projects/${slug}/traces/list`, { method: "POST", headers, body });

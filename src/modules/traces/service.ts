@@ -254,7 +254,10 @@ export class TracesService {
     return new Map(rows.map((row) => [row.trace_id, { positive: row.positive, negative: row.negative }]));
   }
 
-  /** Start and end of a trace (its spans' time range, for primary-key reads of `spans`); 404 when absent. */
+  /**
+   * The trace's relation row with these columns; its start and end bound its spans' start times, so
+   * reads of `spans` use the sort key. 404 when absent.
+   */
   private async traceRow(project: ProjectRef, traceId: string, columns: TraceColumn[]): Promise<TraceItemRow & { last_llm_span_id: string }> {
     const params = new QueryParams();
     const scope = bindScope(params, this.database, project.organizationId, project.id);

@@ -1,19 +1,10 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { createServer } from "node:net";
+import { freeLoopbackPort } from "../src/lib/net";
 import { join } from "node:path";
 
 const root = join(import.meta.dir, "..");
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
-    });
-  });
-}
+export { freeLoopbackPort as freePort };
 
 export interface VigilProcess {
   url: string;
@@ -25,7 +16,7 @@ export interface VigilProcess {
 
 /** Runs `bun run src/index.ts` as its own process group, the way an operator starts Vigil. */
 export async function spawnVigil(dataDir: string, env: Record<string, string> = {}, timeoutMs = 60_000): Promise<VigilProcess> {
-  const port = await freePort();
+  const port = await freeLoopbackPort();
   const child = spawn("bun", ["run", "src/index.ts"], {
     cwd: root,
     detached: true,

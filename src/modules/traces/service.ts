@@ -188,7 +188,7 @@ export class TracesService {
     const search = walk.query ? await this.search.relevanceSql(walk.query, scope, params) : null;
     const from = search ? `${relation} AS trace INNER JOIN ${search} AS match USING (trace_id)` : relation;
     const direction = descending ? "DESC" : "ASC";
-    const statement = `${ctes.length ? `WITH ${ctes.join(", ")} ` : ""}SELECT trace_id, [${sort.key.map((part) => part.select).join(", ")}] AS key, toString(now64(3)) AS observed_at
+    const statement = `${ctes.length ? `WITH ${ctes.join(", ")} ` : ""}SELECT trace_id, [${sort.key.map((part) => part.select).join(", ")}] AS key, toString(now64(3, 'UTC')) AS observed_at
        FROM ${from}
        WHERE ${conditions.join(" AND ")}
        ORDER BY ${[...sort.key.map((part) => `${part.order} ${direction}`), `trace_id ${direction}`].join(", ")}
@@ -201,7 +201,7 @@ export class TracesService {
    * snapshot of the first chunk: memory stays bounded however many traces match.
    */
   async *matchingTraceIds(project: ProjectRef, filters: ValidFilterSet, chunkSize: number): AsyncGenerator<{ ids: string[]; snapshot: string }> {
-    const [{ now: snapshot }] = await this.rows<{ now: string }>("SELECT toString(now64(3)) AS now", new QueryParams());
+    const [{ now: snapshot }] = await this.rows<{ now: string }>("SELECT toString(now64(3, 'UTC')) AS now", new QueryParams());
     let after = "";
     for (;;) {
       const params = new QueryParams();

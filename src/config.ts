@@ -27,6 +27,7 @@ export interface Config {
     maxBodyBytes: number;
     maxDecompressedBytes: number;
     queueBytes: number;
+    maxConcurrentExports: number;
     flushRows: number;
     flushIntervalMs: number;
   };
@@ -109,6 +110,7 @@ export function loadConfig(env: Env = process.env): Config {
       maxBodyBytes: intVar(env, "INGEST_MAX_BODY_BYTES", 16 << 20, 1024, 1 << 30),
       maxDecompressedBytes: intVar(env, "INGEST_MAX_DECOMPRESSED_BYTES", 64 << 20, 1024, 1 << 30),
       queueBytes: intVar(env, "INGEST_QUEUE_BYTES", 256 << 20, 1 << 20, 8 * 2 ** 30),
+      maxConcurrentExports: intVar(env, "INGEST_MAX_CONCURRENT_EXPORTS", 32, 1, 100_000),
       flushRows: intVar(env, "INGEST_FLUSH_ROWS", 10_000, 1, 1_000_000),
       flushIntervalMs: intVar(env, "INGEST_FLUSH_MS", 200, 1, 60_000),
     },

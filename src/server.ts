@@ -49,7 +49,7 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
     auth,
     redaction,
     spanWriter,
-    ingest: new IngestPipeline(auth, pg.sql, redaction, spanWriter),
+    ingest: new IngestPipeline(auth, pg.sql, redaction, spanWriter, config.ingest.maxConcurrentExports, log),
     onShutdown: (task) => shutdownTasks.push(task),
   };
   // Registered first, so it runs last: after the receivers stop, before the stores close.
@@ -67,7 +67,8 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
       config.otlpGrpcPort,
       config.host,
       config.ingest.maxDecompressedBytes,
-      async (bytes, headers) => encodeExportResponse(await ctx.ingest.export({ encoding: "protobuf", bytes }, headers)),
+      async (bytes, headers) =>
+        encodeExportResponse(await ctx.ingest.export({ ...headers, announcedBytes: bytes.byteLength }, async () => ({ encoding: "protobuf", bytes }))),
       log,
     );
     ctx.onShutdown(grpc.stop);

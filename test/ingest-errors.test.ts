@@ -151,7 +151,19 @@ describe("bodies that cannot be decoded are 400s", () => {
     const valid = jsonRequest([{ name: "cut" }]);
     await expectError(await post(vigil, valid.slice(0, valid.length >> 1), { ...JSON_TYPE, ...credentials(owner) }), 400, /^Cannot decode OTLP json body: /);
     await expectError(await post(vigil, '{"resourceSpans": 5}', { ...JSON_TYPE, ...credentials(owner) }), 400, /resourceSpans must be an array/);
-    await expectError(await post(vigil, "{}", { ...JSON_TYPE, ...credentials(owner) }), 400, "No spans in request");
+    await expectNothingStored(vigil, owner);
+  });
+
+  test("an empty request is a successful no-op, as for the OpenTelemetry Collector", async () => {
+    const owner = await tenant(vigil, "empty");
+    for (const body of ["{}", '{"resourceSpans":[]}', '{"resourceSpans":[{"scopeSpans":[{"spans":[]}]}]}']) {
+      const response = await post(vigil, body, { ...JSON_TYPE, ...credentials(owner) });
+      expect(response.status).toBe(200);
+      expect(await response.json()).toEqual({});
+    }
+    const protobuf = await post(vigil, new Uint8Array(0), { ...PROTOBUF_TYPE, ...credentials(owner) });
+    expect(protobuf.status).toBe(200);
+    expect((await protobuf.arrayBuffer()).byteLength).toBe(0);
     await expectNothingStored(vigil, owner);
   });
 
@@ -367,6 +379,19 @@ describe("projects", () => {
     expect((await storedSpans(vigil, owner.organizationId)).map((span) => span.name)).toEqual(["mine"]);
     await expectNothingStored(vigil, stranger);
   });
+
+  test("a project created after a miss takes spans at once; a deleted one refuses them at once", async () => {
+    const owner = await tenant(vigil, "lifecycle");
+    const name = `Lifecycle late ${hex(3)}`;
+    const slug = name.toLowerCase().replaceAll(" ", "-");
+    await expectError(await post(vigil, jsonRequest([{ name: "early" }]), { ...JSON_TYPE, ...credentials(owner, slug) }), 400, /unknown project/);
+    const created = await owner.client.projects.create({ name });
+    expect(created.slug).toBe(slug);
+    expect((await post(vigil, jsonRequest([{ name: "late" }]), { ...JSON_TYPE, ...credentials(owner, slug) })).status).toBe(200);
+    await owner.client.projects.delete(slug);
+    await expectError(await post(vigil, jsonRequest([{ name: "after delete" }]), { ...JSON_TYPE, ...credentials(owner, slug) }), 400, /unknown project/);
+    expect((await storedSpans(vigil, owner.organizationId)).map((span) => span.name)).toEqual(["late"]);
+  });
 });
 
 describe("credentials", () => {
@@ -378,6 +403,12 @@ describe("credentials", () => {
       await expectError(response, 401, "Missing bearer token");
     }
     await expectNothingStored(vigil, owner);
+  });
+
+  test("the key is checked before the body is read: a bad gzip body without a key is a 401, not a 400", async () => {
+    const owner = await tenant(vigil, "key-first");
+    const response = await post(vigil, jsonRequest([{}]), { ...JSON_TYPE, "content-encoding": "gzip", "x-latitude-project": owner.slug });
+    await expectError(response, 401, "Missing bearer token");
   });
 
   test("an invalid or revoked key is a 401", async () => {
@@ -453,6 +484,8 @@ describe("backpressure", () => {
         }),
       );
       expect(burst.every((status) => status === 503)).toBe(true);
+      // Refused on its announced size before it is read: an undecodable body of that size gets the same 503, not a 400.
+      await expectError(await post(pressed, new Uint8Array(200_000).fill(0xff), { ...PROTOBUF_TYPE, ...credentials(owner) }), 503, "Ingest is saturated, retry later");
       expect((await fetch(`${pressed.url}/health`)).status).toBe(200);
     } finally {
       await outage(false);

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac, randomBytes } from "node:crypto";
 import type { LatitudeClient } from "@latitude-data/sdk";
-import { setOrganizationRedaction, type OrganizationRedaction } from "../src/modules/projects/service";
+import type { OrganizationRedaction } from "../src/modules/projects/service";
 import type { Vigil } from "../src/server";
 import { bootstrapAccount, sharedVigil, startTestVigil } from "./helpers";
 
@@ -208,10 +208,35 @@ describe("organization policy", () => {
     vigil = await sharedVigil();
   });
 
+  /** Through the API: the very next export must be redacted by the new policy, with no cache left to expire. */
   const setOrganization = async (owner: Tenant, redaction: OrganizationRedaction) => {
-    await setOrganizationRedaction(vigil.ctx.sql, owner.organizationId, redaction);
-    vigil.ctx.redaction.invalidate(owner.organizationId);
+    const res = await fetch(`${vigil.url}/v1/organization/redaction`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${owner.apiKey}`, "content-type": "application/json" },
+      body: JSON.stringify(redaction),
+    });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual(redaction);
   };
+
+  test("the policy route validates its body and is scoped to the credential's organization", async () => {
+    const owner = await tenant(vigil, "route");
+    const other = await tenant(vigil, "route-other");
+    const put = (body: unknown, apiKey = owner.apiKey) =>
+      fetch(`${vigil.url}/v1/organization/redaction`, {
+        method: "PUT",
+        headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    const bad = await put({ policy: { mode: "sometimes" }, locked: false });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: string }).error).toContain("policy");
+    expect((await put({ policy: null })).status).toBe(400);
+    await setOrganization(owner, { policy: { mode: "enforce", entities: ["email"] }, locked: true });
+    const read = (apiKey: string) => fetch(`${vigil.url}/v1/organization/redaction`, { headers: { authorization: `Bearer ${apiKey}` } }).then((res) => res.json());
+    expect(await read(owner.apiKey)).toEqual({ policy: { mode: "enforce", entities: ["email"] }, locked: true });
+    expect(await read(other.apiKey)).toEqual({ policy: null, locked: false });
+  });
 
   test("a locked organization policy with mode off ignores the project's enforce", async () => {
     const owner = await tenant(vigil, "locked-off");

@@ -273,6 +273,16 @@ describe("redactRow", () => {
     expect(withMetadata.tags).toEqual([redacted, "production"]);
   });
 
+  test("message text follows its messages, also when the JSON spells the PII with \\u escapes", () => {
+    const clean = redactRow({ ...row(), input_messages: '[{"role":"user","parts":[]}]', output_messages: "", message_text: "nothing here" }, enforce(), null);
+    expect(clean.message_text).toBe("nothing here");
+    const escaped = '[{"role":"user","parts":[{"type":"text","content":"mail jane\\u0040example.com"}]}]';
+    expect(JSON.parse(escaped)[0].parts[0].content).toBe(pii);
+    const result = redactRow({ ...row(), input_messages: escaped, output_messages: "", message_text: pii }, enforce(), null);
+    expect(result.input_messages).toBe(escaped);
+    expect(result.message_text).toBe(redacted);
+  });
+
   test("mode off changes nothing", () => {
     expect(redactRow(row(), DEFAULT_REDACTION_POLICY, "secret")).toEqual(row());
   });

@@ -6,8 +6,11 @@ import type { OpenSegment, SealedSegment, Wal } from "./wal";
 /** The rows were not accepted and nothing of them was kept: the sender should retry after `retryAfterSeconds`. */
 export class BackpressureError extends Error {
   constructor(
-    /** memory: too many rows waiting for disk; backlog: too much on disk waiting for ClickHouse; storage: the log failed. */
-    readonly reason: "memory" | "backlog" | "storage" | "closing",
+    /**
+     * memory: too many rows waiting for disk; backlog: too much on disk waiting for ClickHouse; storage: the log
+     * failed; busy: too many exports being decoded at once.
+     */
+    readonly reason: "memory" | "backlog" | "storage" | "closing" | "busy",
     readonly retryAfterSeconds: number,
     options?: ErrorOptions,
   ) {
@@ -94,13 +97,21 @@ export class SpanBatcher {
     this.queue.push(...recovered);
   }
 
-  /** Resolves once the rows are fsynced in the write-ahead log; throws BackpressureError when full or closing. */
-  async accept(rows: readonly SpanRow[], approxBytes: number): Promise<void> {
+  /**
+   * Throws BackpressureError when rows of about `approxBytes` would not be taken now. The receiver asks
+   * with the announced body size before it reads and decodes a body, so a saturated writer costs refused senders nothing.
+   */
+  admit(approxBytes: number): void {
     if (this.closed) throw new BackpressureError("closing", 5);
-    if (rows.length === 0) return;
     // An empty queue always takes one request, however large, so an oversized request cannot wait forever.
     if (this.heldBytes > 0 && this.heldBytes + approxBytes > this.limits.queueBytes) throw new BackpressureError("memory", 1);
     if (this.wal.bytes > 0 && this.wal.bytes + approxBytes > this.limits.walBytes) throw new BackpressureError("backlog", 5);
+  }
+
+  /** Resolves once the rows are fsynced in the write-ahead log; throws BackpressureError when full or closing. */
+  async accept(rows: readonly SpanRow[], approxBytes: number): Promise<void> {
+    this.admit(approxBytes);
+    if (rows.length === 0) return;
     const encoded = encodeSpanRows(rows, approxBytes + rows.length * 64);
     const held = approxBytes + encoded.byteLength;
     this.heldBytes += held;

@@ -1,6 +1,6 @@
 import { Elysia } from "elysia";
 import type { Context } from "../context";
-import { readOtlpBody } from "./receive";
+import { otlpEncoding, readOtlpBody } from "./receive";
 import { exportResponse } from "./respond";
 
 /** `POST /v1/traces`: OTLP/HTTP in protobuf or JSON, raw bytes read without Elysia's body parser. */
@@ -8,12 +8,16 @@ export const ingestModule = ({ ingest, config }: Context) =>
   new Elysia({ name: "ingest", detail: { tags: ["ingest"] } }).post(
     "/v1/traces",
     async ({ request }) => {
-      const body = await readOtlpBody(request, config.ingest);
-      const outcome = await ingest.export(body, {
-        authorization: request.headers.get("authorization"),
-        project: request.headers.get("x-latitude-project"),
-      });
-      return exportResponse(outcome, body.encoding);
+      const encoding = otlpEncoding(request.headers.get("content-type"));
+      const outcome = await ingest.export(
+        {
+          authorization: request.headers.get("authorization"),
+          project: request.headers.get("x-latitude-project"),
+          announcedBytes: Number(request.headers.get("content-length")) || 0,
+        },
+        () => readOtlpBody(request, encoding, config.ingest),
+      );
+      return exportResponse(outcome, encoding);
     },
     {
       parse: "none",

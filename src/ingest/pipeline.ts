@@ -3,23 +3,28 @@ import { badRequest, unauthorized, unavailable } from "../lib/errors";
 import { attributeText } from "./attributes";
 import { BackpressureError } from "./batch";
 import { DecodeError, decodeJson, decodeProtobuf, type DecodedTraces } from "./decode";
-import { mapResource, mapSpan } from "./map";
+import { mapResource, mapSpan, type SpanOwner } from "./map";
 import { priceSpan } from "./price";
 import type { OtlpBody } from "./receive";
+import type { SpanRedactor } from "./redact";
 import type { RedactionPolicies } from "./redaction-policy";
+import type { Logger } from "../lib/log";
 import type { AuthService } from "../modules/auth/service";
 import type { ExportOutcome } from "./respond";
 import type { SpanRow } from "./row";
 
-/** Where rows go once mapped: resolves when they are durable. */
+/** Where rows go once mapped: `accept` resolves when they are durable; both throw BackpressureError when full. */
 export interface SpanSink {
+  admit(approxBytes: number): void;
   accept(rows: readonly SpanRow[], approxBytes: number): Promise<void>;
 }
 
-export interface ExportCredentials {
+export interface ExportRequest {
   authorization: string | null;
   /** `X-Latitude-Project`: the project of spans that name none themselves. */
   project: string | null;
+  /** The body's size as announced before it is read (Content-Length), 0 when unknown. */
+  announcedBytes: number;
 }
 
 interface ProjectRef {
@@ -28,31 +33,61 @@ interface ProjectRef {
 }
 
 const projectCacheMs = 10_000;
+const unknownProjectCacheMs = 1_000;
 const PROJECT_ATTRIBUTE = "latitude.project";
 
 /** receive → decode → map → redact → price → batch, shared by the HTTP and gRPC receivers. */
 export class IngestPipeline {
-  private projects = new Map<string, { ref: ProjectRef | null; expiresAt: number }>();
+  private projects = new Map<string, Map<string, { ref: ProjectRef | null; expiresAt: number }>>();
+  /** Exports admitted and not answered yet. */
+  private inFlight = 0;
 
   constructor(
     private readonly auth: AuthService,
     private readonly sql: Sql,
     private readonly policies: RedactionPolicies,
     private readonly sink: SpanSink,
+    /**
+     * Exports decoded at once. Decoding and mapping are CPU-bound, so past a few dozen more concurrency
+     * only queues work and memory: beyond it senders get a 503 at once and back off.
+     */
+    private readonly maxConcurrentExports: number,
+    private readonly log: Logger,
   ) {}
 
-  async export(body: OtlpBody, credentials: ExportCredentials): Promise<ExportOutcome> {
-    const principal = await this.auth.fromHeader(credentials.authorization);
+  /**
+   * Runs one export. The credential is checked and the writer asked for room before the body is read, so
+   * neither an unauthenticated sender nor a saturated writer costs a decompression or a decode.
+   */
+  async export(request: ExportRequest, readBody: () => Promise<OtlpBody>): Promise<ExportOutcome> {
+    const principal = await this.auth.fromHeader(request.authorization);
     if (principal.kind !== "api_key" || !principal.apiKeyId) throw unauthorized("Ingest accepts API keys only");
+    const owner = { organizationId: principal.organizationId, apiKeyId: principal.apiKeyId };
+    try {
+      this.sink.admit(request.announcedBytes);
+    } catch (error) {
+      throw saturated(error);
+    }
+    if (this.inFlight >= this.maxConcurrentExports) throw saturated(new BackpressureError("busy", 1));
+    this.inFlight++;
+    try {
+      return await this.run(owner, request, await readBody());
+    } finally {
+      this.inFlight--;
+    }
+  }
+
+  private async run(owner: Omit<SpanOwner, "projectId">, request: ExportRequest, body: OtlpBody): Promise<ExportOutcome> {
     const decoded = decode(body);
     const rejections = decoded.rejected.map((rejected) => rejected.reason);
     const rows: SpanRow[] = [];
-    const redactors = new Map<string, ReturnType<RedactionPolicies["forProject"]>>();
-    const newProjects = new Set<ProjectRef>();
+    // Per export, each project reference is resolved once, and each project's redactor fetched once.
+    const projects = new Map<string, ProjectRef | null>();
+    const redactors = new Map<string, SpanRedactor>();
 
     for (const resourceSpans of decoded.resourceSpans) {
       const resource = mapResource(resourceSpans.resource);
-      const resourceProject = attributeText(resourceSpans.resource.get(PROJECT_ATTRIBUTE)) || credentials.project || "";
+      const resourceProject = attributeText(resourceSpans.resource.get(PROJECT_ATTRIBUTE)) || request.project || "";
       for (const { scope, spans } of resourceSpans.scopeSpans) {
         for (const span of spans) {
           const reference = attributeText(span.attributes.get(PROJECT_ATTRIBUTE)) || resourceProject;
@@ -60,53 +95,71 @@ export class IngestPipeline {
             rejections.push(`span ${span.spanId}: no project (set ${PROJECT_ATTRIBUTE} or X-Latitude-Project)`);
             continue;
           }
-          const project = await this.project(principal.organizationId, reference);
+          let project = projects.get(reference);
+          if (project === undefined) {
+            project = await this.project(owner.organizationId, reference);
+            projects.set(reference, project);
+            if (project && !redactors.has(project.id)) redactors.set(project.id, await this.policies.forProject(owner.organizationId, project.id));
+          }
           if (!project) {
             rejections.push(`span ${span.spanId}: unknown project "${reference}"`);
             continue;
           }
-          if (!project.hasFirstTrace) newProjects.add(project);
-          if (!redactors.has(project.id)) redactors.set(project.id, this.policies.forProject(principal.organizationId, project.id));
-          rows.push(mapSpan(span, resource, scope, { organizationId: principal.organizationId, projectId: project.id, apiKeyId: principal.apiKeyId }));
+          const row = mapSpan(span, resource, scope, { ...owner, projectId: project.id });
+          const redactor = redactors.get(project.id)!;
+          if (!redactor.isNoop) redactor.redactRow(row);
+          rows.push(priceSpan(row));
         }
       }
     }
-    if (rows.length === 0) throw badRequest(rejections.length ? `All spans rejected: ${summarize(rejections)}` : "No spans in request");
+    // An empty request is a successful no-op, as for the OpenTelemetry Collector.
+    if (rows.length === 0 && rejections.length === 0) return { rejectedSpans: 0, errorMessage: "" };
+    if (rows.length === 0) throw badRequest(`All spans rejected: ${summarize(rejections)}`);
 
-    for (const row of rows) {
-      const redactor = await redactors.get(row.project_id)!;
-      if (!redactor.isNoop) redactor.redactRow(row);
-      priceSpan(row);
-    }
-    try {
-      await this.sink.accept(rows, body.bytes.byteLength);
-    } catch (error) {
-      if (error instanceof BackpressureError) throw unavailable(error.retryAfterSeconds, "Ingest is saturated, retry later");
-      throw error;
-    }
-    for (const project of newProjects) await this.markFirstTrace(project);
+    await this.sink.accept(rows, body.bytes.byteLength).catch((error) => {
+      throw saturated(error);
+    });
+    for (const project of projects.values()) if (project && !project.hasFirstTrace) await this.markFirstTrace(project);
     return { rejectedSpans: rejections.length, errorMessage: rejections.length ? summarize(rejections) : "" };
   }
 
-  /** A project named by slug or id within the organization; null when there is none. */
+  /**
+   * A project named by slug or id within the organization; null when there is none. Kept for
+   * `projectCacheMs`, an unknown reference only for `unknownProjectCacheMs`; this process's project
+   * changes call `forgetProjects`.
+   */
   private async project(organizationId: string, reference: string): Promise<ProjectRef | null> {
-    const key = `${organizationId}\u0000${reference}`;
     const now = Date.now();
-    const cached = this.projects.get(key);
+    let known = this.projects.get(organizationId);
+    const cached = known?.get(reference);
     if (cached && cached.expiresAt > now) return cached.ref;
     const [row] = await this.sql<{ id: string; first_trace_at: Date | null }[]>`
       SELECT id, first_trace_at FROM projects
       WHERE organization_id = ${organizationId} AND deleted_at IS NULL AND (id = ${reference} OR slug = ${reference})
       ORDER BY (id = ${reference}) DESC LIMIT 1`;
     const ref = row ? { id: row.id, hasFirstTrace: row.first_trace_at !== null } : null;
-    if (this.projects.size > 50_000) this.projects.clear();
-    this.projects.set(key, { ref, expiresAt: now + projectCacheMs });
+    if (this.projects.size > 10_000) this.projects.clear();
+    if (!known) this.projects.set(organizationId, (known = new Map()));
+    known.set(reference, { ref, expiresAt: now + (ref ? projectCacheMs : unknownProjectCacheMs) });
     return ref;
   }
 
+  /** Drops the organization's cached project lookups: a project was created or deleted. */
+  forgetProjects(organizationId: string): void {
+    this.projects.delete(organizationId);
+  }
+
+  /**
+   * Never fails the export: its spans are durable already, and an error here would only make the sender
+   * retry them. A failed update is tried again by the project's next export.
+   */
   private async markFirstTrace(project: ProjectRef) {
-    project.hasFirstTrace = true;
-    await this.sql`UPDATE projects SET first_trace_at = now() WHERE id = ${project.id} AND first_trace_at IS NULL`;
+    try {
+      await this.sql`UPDATE projects SET first_trace_at = now() WHERE id = ${project.id} AND first_trace_at IS NULL`;
+      project.hasFirstTrace = true;
+    } catch (error) {
+      this.log.warn("recording a project's first trace failed", { projectId: project.id, error: error as Error });
+    }
   }
 }
 
@@ -117,6 +170,11 @@ function decode(body: OtlpBody): DecodedTraces {
     if (error instanceof DecodeError) throw badRequest(`Cannot decode OTLP ${body.encoding} body: ${error.message}`);
     throw error;
   }
+}
+
+/** A full writer is a 503 with its Retry-After; any other error passes through. */
+function saturated(error: unknown): unknown {
+  return error instanceof BackpressureError ? unavailable(error.retryAfterSeconds, "Ingest is saturated, retry later") : error;
 }
 
 function summarize(reasons: string[]): string {

@@ -26,8 +26,7 @@ const tooLarge = (what: string, limit: number) => new HttpError(413, `${what} ex
  * Reads the raw OTLP body with its limits: the compressed size before reading when announced, and
  * the decompressed size while inflating, so a gzip bomb stops at the limit instead of filling memory.
  */
-export async function readOtlpBody(request: Request, limits: BodyLimits): Promise<OtlpBody> {
-  const encoding = otlpEncoding(request.headers.get("content-type"));
+export async function readOtlpBody(request: Request, encoding: OtlpEncoding, limits: BodyLimits): Promise<OtlpBody> {
   const announced = Number(request.headers.get("content-length") ?? 0);
   if (announced > limits.maxBodyBytes) throw tooLarge("Request body", limits.maxBodyBytes);
   const raw = new Uint8Array(await request.arrayBuffer());

@@ -429,7 +429,6 @@ const CONTENT_COLUMNS = [
   "input_messages",
   "output_messages",
   "system_instructions",
-  "message_text",
   "tool_input",
   "tool_output",
   "tool_definitions",
@@ -482,7 +481,12 @@ class PolicyRedactor implements SpanRedactor {
   redactRow(row: SpanRow): SpanRow {
     if (this.policy.identities === "pseudonymize") this.pseudonymizeIdentities(row);
     if (this.detectors.length === 0) return row;
+    const { input_messages: input, output_messages: output } = row;
     for (const column of CONTENT_COLUMNS) if (row[column]) row[column] = this.redactText(row[column]);
+    // `message_text` holds the text parts of those two columns: when neither had a match it has none
+    // either, unless the JSON spelled characters as \u escapes that the text holds as themselves.
+    const messagesClean = input === row.input_messages && output === row.output_messages && !input.includes("\\u") && !output.includes("\\u");
+    if (row.message_text && !messagesClean) row.message_text = this.redactText(row.message_text);
     for (const key in row.attr_string) {
       if (!IDENTITY_ATTRIBUTES.has(key)) row.attr_string[key] = this.redactText(row.attr_string[key]);
     }

@@ -17,6 +17,8 @@ export interface SpanWriter {
    * Rejects with BackpressureError when the queue is full or the writer is closing: nothing of the rows was kept.
    */
   accept(rows: readonly SpanRow[], approxBytes: number): Promise<void>;
+  /** Throws BackpressureError when rows of about `approxBytes` would be refused now. */
+  admit(approxBytes: number): void;
   /** Resolves once every row accepted before the call is in ClickHouse. */
   flush(): Promise<void>;
   /** Refuses new rows, makes accepted ones durable and inserts them; what is still uninserted after the timeout stays in the log for the next start. */
@@ -158,6 +160,10 @@ class WalSpanWriter implements SpanWriter {
 
   accept(rows: readonly SpanRow[], approxBytes: number) {
     return this.batcher.accept(rows, approxBytes);
+  }
+
+  admit(approxBytes: number) {
+    this.batcher.admit(approxBytes);
   }
 
   flush() {

@@ -3,7 +3,16 @@ import type { Context } from "../../context";
 import { PageQuery } from "../../lib/pagination";
 import { rejectUndeclaredProperties } from "../../lib/validation";
 import { authGuard } from "../auth";
-import { CreateProjectBody, OrganizationParams, OrganizationProjectParams, PaginatedProjects, Project, ProjectParams, UpdateProjectBody } from "./model";
+import {
+  CreateProjectBody,
+  OrganizationParams,
+  OrganizationProjectParams,
+  OrganizationRedaction,
+  PaginatedProjects,
+  Project,
+  ProjectParams,
+  UpdateProjectBody,
+} from "./model";
 import { organizationFromPath, ProjectsService } from "./service";
 
 const create = {
@@ -30,8 +39,8 @@ const update = {
 const remove = { response: { 204: t.Void() }, detail: { summary: "Delete a project", description: "Soft delete; the name becomes free again." } };
 
 /** Projects of the credential's organization, under `/v1/projects` and the spec's organization-scoped paths. */
-export const projectsModule = ({ sql, auth, redaction }: Context) => {
-  const projects = new ProjectsService(sql, redaction);
+export const projectsModule = ({ sql, auth, redaction, ingest }: Context) => {
+  const projects = new ProjectsService(sql, { redaction, ingest });
   return new Elysia({ name: "projects", detail: { tags: ["projects"] } })
     .use(authGuard(auth))
     .post("/v1/projects", async ({ principal, body, status }) => status(201, await projects.create(principal.organizationId, body.name)), create)
@@ -79,5 +88,18 @@ export const projectsModule = ({ sql, auth, redaction }: Context) => {
         return status(204, undefined);
       },
       { ...remove, params: OrganizationProjectParams },
-    );
+    )
+    .get("/v1/organization/redaction", ({ principal }) => projects.organizationRedaction(principal.organizationId), {
+      response: OrganizationRedaction,
+      detail: { summary: "Get the organization's redaction policy" },
+    })
+    .put("/v1/organization/redaction", ({ principal, body }) => projects.setOrganizationRedaction(principal.organizationId, body), {
+      body: OrganizationRedaction,
+      transform: rejectUndeclaredProperties(OrganizationRedaction),
+      response: OrganizationRedaction,
+      detail: {
+        summary: "Set the organization's redaction policy",
+        description: "Applies to spans ingested after the change, in every project; `locked` makes project settings ignored.",
+      },
+    });
 };

@@ -117,6 +117,16 @@ export const UpdateProjectBody = t.Object(
 );
 export type UpdateProjectBody = Static<typeof UpdateProjectBody>;
 
+export const OrganizationRedaction = t.Object(
+  {
+    policy: t.Union([RedactionSetting, t.Null()], {
+      description: "Organization-wide redaction: its fields override the projects' own; null leaves each project its own setting.",
+    }),
+    locked: t.Boolean({ description: "When true, project redaction settings are ignored entirely, not merged." }),
+  },
+  closed,
+);
+
 export const ProjectParams = t.Object({ projectSlug: t.String() });
 export const OrganizationParams = t.Object({ organizationId: t.String() });
 export const OrganizationProjectParams = t.Object({ organizationId: t.String(), projectId: t.String({ description: "Project id or slug" }) });

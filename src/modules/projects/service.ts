@@ -133,14 +133,22 @@ export async function setOrganizationRedaction(sql: Queryable, organizationId: s
 
 const cursorTimestamp = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
+/** What ingest caches about projects: told when it goes stale in this process. */
+interface IngestCaches {
+  redaction: Pick<RedactionPolicies, "invalidate">;
+  ingest: { forgetProjects(organizationId: string): void };
+}
+
 export class ProjectsService {
   constructor(
     private sql: Sql,
-    private redaction: RedactionPolicies,
+    private caches: IngestCaches,
   ) {}
 
-  create(organizationId: string, name: string): Promise<Project> {
-    return insertProject(this.sql, organizationId, name);
+  async create(organizationId: string, name: string): Promise<Project> {
+    const project = await insertProject(this.sql, organizationId, name);
+    this.caches.ingest.forgetProjects(organizationId);
+    return project;
   }
 
   get(organizationId: string, slugOrId: string): Promise<Project> {
@@ -186,7 +194,7 @@ export class ProjectsService {
           RETURNING *`;
         return toProject(row!);
       });
-      if (settings !== undefined) this.redaction.invalidate(organizationId, project.id);
+      if (settings !== undefined) this.caches.redaction.invalidate(organizationId, project.id);
       return project;
     } catch (error) {
       if (isUniqueViolation(error, "projects_active_name_key")) throw duplicateName(name!);
@@ -200,5 +208,17 @@ export class ProjectsService {
       UPDATE projects SET deleted_at = now(), updated_at = now()
       WHERE id = ${project.id} AND organization_id = ${organizationId} AND deleted_at IS NULL`;
     if (result.count === 0) throw notFound("Project");
+    this.caches.ingest.forgetProjects(organizationId);
+  }
+
+  organizationRedaction(organizationId: string): Promise<OrganizationRedaction> {
+    return getOrganizationRedaction(this.sql, organizationId);
+  }
+
+  /** Replaces the organization's policy; the next export of any of its projects is redacted by it. */
+  async setOrganizationRedaction(organizationId: string, redaction: OrganizationRedaction): Promise<OrganizationRedaction> {
+    const stored = await setOrganizationRedaction(this.sql, organizationId, redaction);
+    this.caches.redaction.invalidate(organizationId);
+    return stored;
   }
 }

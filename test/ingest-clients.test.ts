@@ -518,10 +518,9 @@ describe("OpenTelemetry exporters", () => {
 });
 
 describe("spans delivered twice", () => {
-  // KNOWN BUG (reported): OTLP exporters retry on timeouts, 429/503 and lost connections, so a span can arrive in two
-  // requests. `spans` keeps it once (ReplacingMergeTree, same sort key), but the `traces` roll-up sums every insert:
-  // span count, tokens and cost double. `test.failing` passes while the bug is there; drop `.failing` once it is fixed.
-  test.failing("a retried export is counted once in the trace roll-up", async () => {
+  // OTLP exporters retry on timeouts and lost connections, so a span can arrive in two requests. The insert skips spans
+  // ClickHouse already has, so the `traces` roll-up, which sums every inserted row, counts it once.
+  test("a retried export is counted once in the trace roll-up", async () => {
     const account = await newAccount("retry");
     const recorded = recordWeatherTrace("retry", {});
     const exporter = new ProtoTraceExporter({

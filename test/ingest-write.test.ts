@@ -5,7 +5,7 @@ import { join } from "node:path";
 import type { ClickHouseStore } from "../src/db/clickhouse";
 import { BackpressureError, type BatchLimits } from "../src/ingest/batch";
 import type { SpanRow } from "../src/ingest/row";
-import { encodeSpanRows, spanStructure } from "../src/ingest/rowbinary";
+import { completeSpanRows, encodeSpanRows, spanStructure } from "../src/ingest/rowbinary";
 import { segmentInserter, spanWriterOptions, startSpanWriter, type SpanWriterOptions } from "../src/ingest/write";
 import { createLogger } from "../src/lib/log";
 import { sharedVigil, testRoot } from "./helpers";
@@ -91,6 +91,25 @@ const walFiles = (dir: string) => readdirSync(dir).filter((file) => file.endsWit
 const sum = (values: number[]) => values.reduce((total, value) => total + value, 0);
 
 describe("span writer", () => {
+  test("a span sent again, in the same segment or a later one, is stored and rolled up once", async () => {
+    const { store } = await flakyStore();
+    const writer = await openWriter(store, freshDir("duplicates"));
+    const { organization, rows } = rowsOf(60);
+    // Twice into one segment, then part of it again once that segment is in ClickHouse.
+    await Promise.all([writer.accept(rows, 60 * 2048), writer.accept(rows.slice(0, 30), 30 * 2048)]);
+    await writer.flush();
+    await writer.accept(rows.slice(20, 60), 40 * 2048);
+    await writer.flush();
+    expect(writer.stats().inserts).toBe(2);
+    expect(await spanCount(store, organization)).toBe(60);
+    expect(await traceTotals(store, organization)).toEqual({ traces: new Set(rows.map((row) => row.trace_id)).size, spans: 60, tokens: sum(rows.map((row) => row.tokens_input)) });
+    // The same span id in another trace or project is another span.
+    await writer.accept([{ ...rows[0], trace_id: "f".repeat(32) }, { ...rows[0], project_id: "another-project" }], 2 * 2048);
+    await writer.flush();
+    expect(await spanCount(store, organization)).toBe(62);
+    await writer.close();
+  });
+
   test("rows arrive exactly in spans and in the trace roll-up", async () => {
     const { store } = await flakyStore();
     const writer = await openWriter(store, freshDir("exact"));
@@ -257,7 +276,7 @@ describe("span writer", () => {
     state.down = false;
     const name = leftover.replace(/\.rowbinary$/, "");
     const path = join(walDir, leftover);
-    await segmentInserter(store)({ name, path, bytes: statSync(path).size, rows: 200 });
+    await segmentInserter(store)({ name, path, bytes: statSync(path).size, rows: 200, keys: completeSpanRows(readFileSync(path)).keys });
     expect(await spanCount(store, organization)).toBe(200);
     // A torn, unacknowledged tail from the crash is cut at recovery.
     appendFileSync(path, new Uint8Array([40, 1, 2, 3]));
@@ -408,7 +427,7 @@ describe("span writer", () => {
 
   test("a ClickHouse server receives the segment bytes as RowBinary with the deduplication token", async () => {
     const { ch } = (await sharedVigil()).ctx;
-    const received: { query: string; body: Uint8Array }[] = [];
+    const received: { query: string; body: Uint8Array; params: Record<string, string> }[] = [];
     const stagingDir = freshDir("server-staging");
     mkdirSync(stagingDir, { recursive: true });
     // Stands in for a ClickHouse server: answers queries from chdb and stores inserts through file().
@@ -422,11 +441,19 @@ describe("span writer", () => {
           const result = await ch.client.query({ query: new TextDecoder().decode(body).replace(/\s*FORMAT JSONEachRow\s*$/, ""), format: "JSONEachRow" });
           return new Response(await result.text());
         }
-        received.push({ query: insert, body });
+        const params = Object.fromEntries(
+          [...url.searchParams].filter(([name]) => name.startsWith("param_")).map(([name, value]) => [name.slice(6), value]),
+        );
+        received.push({ query: insert, body, params });
         const path = join(stagingDir, `${received.length}.bin`);
         writeFileSync(path, body);
+        // Array parameters arrive in ClickHouse's text format: ['a','b'].
+        const arrayOf = (text: string) => (text === "[]" ? [] : text.slice(1, -1).split(",").map((item) => item.slice(1, -1)));
         await ch.client.command({
-          query: insert.replace(/ FORMAT RowBinary$/, ` SELECT * FROM file(${sqlString(path)}, 'RowBinary', ${sqlString(spanStructure)})`),
+          query: insert
+            .replace(`input(${sqlString(spanStructure)})`, `file(${sqlString(path)}, 'RowBinary', ${sqlString(spanStructure)})`)
+            .replace(/ FORMAT RowBinary$/, ""),
+          query_params: Object.fromEntries(Object.entries(params).map(([name, value]) => [name, value.startsWith("[") ? arrayOf(value) : value])),
         });
         return new Response("");
       },
@@ -444,9 +471,19 @@ describe("span writer", () => {
       expect(received).toHaveLength(1);
       expect(received[0].query).toStartWith(`INSERT INTO ${ch.database}.spans (organization_id, project_id,`);
       expect(received[0].query).toContain(`insert_deduplication_token = 'vigil-wal-${segment.replace(/\.rowbinary$/, "")}'`);
+      expect(received[0].query).toContain("SELECT * FROM input(");
       expect(received[0].query).toEndWith("FORMAT RowBinary");
       expect(Buffer.from(received[0].body).equals(segmentBytes)).toBe(true);
+      // The lookup of spans already stored names the segment's traces.
+      expect(received[0].params.traceIds).toBe(`[${[...new Set(rows.map((row) => `'${row.trace_id}'`))].join(",")}]`);
       expect(await spanCount(store, organization)).toBe(40);
+
+      // The same rows again, as a retried export: the server is asked, and stores nothing twice.
+      await writer.accept(rows, 40 * 2048);
+      await writer.flush();
+      expect(received).toHaveLength(2);
+      expect(await spanCount(store, organization)).toBe(40);
+      expect(await traceTotals(store, organization)).toEqual({ traces: new Set(rows.map((row) => row.trace_id)).size, spans: 40, tokens: sum(rows.map((row) => row.tokens_input)) });
       await writer.close();
     } finally {
       await client.close();

@@ -60,16 +60,37 @@ describe("RowBinary span encoding", () => {
     const rows = [chatSpanRow(0), chatSpanRow(1), chatSpanRow(2)];
     const whole = encodeSpanRows(rows);
     const firstTwo = encodeSpanRows(rows.slice(0, 2)).length;
-    expect(completeSpanRows(whole)).toEqual({ rows: 3, length: whole.length });
-    expect(completeSpanRows(whole.subarray(0, whole.length - 1))).toEqual({ rows: 2, length: firstTwo });
-    expect(completeSpanRows(whole.subarray(0, 3))).toEqual({ rows: 0, length: 0 });
+    const counts = (data: Uint8Array) => {
+      const { rows, length } = completeSpanRows(data);
+      return { rows, length };
+    };
+    expect(counts(whole)).toEqual({ rows: 3, length: whole.length });
+    expect(counts(whole.subarray(0, whole.length - 1))).toEqual({ rows: 2, length: firstTwo });
+    expect(counts(whole.subarray(0, 3))).toEqual({ rows: 0, length: 0 });
     const zeroTail = new Uint8Array(whole.length + 8192);
     zeroTail.set(whole);
-    expect(completeSpanRows(zeroTail)).toEqual({ rows: 3, length: whole.length });
+    expect(counts(zeroTail)).toEqual({ rows: 3, length: whole.length });
     // The last row ends attr_bool {x: true}, resource_string {}, events_json "", links_json "", retention_days.
     const endsWithBool = encodeSpanRows([...rows.slice(0, 2), chatSpanRow(2, { attr_bool: { x: true }, resource_string: {} })]);
     expect(endsWithBool[endsWithBool.length - 6]).toBe(1);
     endsWithBool[endsWithBool.length - 6] = 7;
-    expect(completeSpanRows(endsWithBool)).toEqual({ rows: 2, length: firstTwo });
+    expect(counts(endsWithBool)).toEqual({ rows: 2, length: firstTwo });
+  });
+
+  test("recovery reads the keys of the whole rows only: what their insert looks up", () => {
+    const rows = [chatSpanRow(0), chatSpanRow(1, { organization_id: "org-b", start_time: "1700000000123456789" }), chatSpanRow(2)];
+    const whole = encodeSpanRows(rows);
+    const expected = (kept: typeof rows) => {
+      const starts = kept.map((row) => BigInt(row.start_time));
+      return {
+        organizationIds: [...new Set(kept.map((row) => row.organization_id))],
+        projectIds: [...new Set(kept.map((row) => row.project_id))],
+        traceIds: [...new Set(kept.map((row) => row.trace_id))],
+        fromNanos: String(starts.reduce((a, b) => (a < b ? a : b))),
+        toNanos: String(starts.reduce((a, b) => (a > b ? a : b))),
+      };
+    };
+    expect(completeSpanRows(whole).keys.queryParams()).toEqual(expected(rows));
+    expect(completeSpanRows(whole.subarray(0, whole.length - 1)).keys.queryParams()).toEqual(expected(rows.slice(0, 2)));
   });
 });

@@ -42,7 +42,7 @@ function fixtureRows() {
       time_to_first_token_ns: 200_000_000,
       defined_tools: ["search_docs", "lookup_order"],
       service_name: "api",
-      message_text: "What is your refund policy for damaged parcels?\nRefunds are issued within 14 days.",
+      message_text: "What is your refund policy for my damaged iPhone parcel?\nRefunds are issued within 14 days.",
     }),
     spanRow(tenant, { trace_id: alpha, parent_span_id: "a000000000000001", name: "search_docs", operation: "execute_tool", tool_name: "search_docs", startMs: starts.alpha + 1200, durationMs: 300, service_name: "api" }),
     // beta: support, an error span, anthropic, staging
@@ -307,6 +307,10 @@ describe("full-text search", () => {
     expect(found.items.map((item) => nameOf(item.traceId))).toEqual(["alpha"]);
     const capitalised = await client.traces.list(slug, { query: "REFUNDS" });
     expect(capitalised.items.map((item) => nameOf(item.traceId))).toEqual(["alpha"]);
+    // Mixed case in the text ("iPhone") matches the query in any case.
+    for (const query of ["iphone", "IPHONE", "iPhone"]) {
+      expect((await client.traces.list(slug, { query })).items.map((item) => nameOf(item.traceId))).toEqual(["alpha"]);
+    }
     const filtered = await client.traces.list(slug, { query: "refund", filters: { tags: [{ op: "eq", value: "staging" }] } });
     expect(filtered.items).toEqual([]);
     expect((await client.traces.list(slug, { query: "nothing-like-this" })).items).toEqual([]);

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { readdirSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { SpanKind, SpanStatusCode, context, trace, type Tracer } from "@opentelemetry/api";
@@ -136,6 +137,21 @@ describe("traces sent over OTLP, read with the SDK", () => {
     const searched = await client.traces.list(slug, { query: "delivery address" });
     expect(searched.items.map((item) => item.traceId)).not.toContain(traceId);
     expect(searched.items).toHaveLength(1);
+    // Ingest leaves the words index to merges: the same search once the parts are merged and indexed.
+    const { client: ch, database } = vigil.ctx.ch;
+    const partsWithWordsIndex = async () => {
+      const result = await ch.query({
+        query: `SELECT path FROM system.parts WHERE database = {database:String} AND table = 'spans' AND active`,
+        query_params: { database },
+        format: "JSONEachRow",
+      });
+      const paths = (await result.json<{ path: string }>()).map((part) => part.path);
+      return paths.map((path) => readdirSync(path).some((file) => file.startsWith("skp_idx_message_words_idx")));
+    };
+    expect(await partsWithWordsIndex()).toContain(false);
+    await ch.command({ query: `OPTIMIZE TABLE ${database}.spans FINAL` });
+    expect(new Set(await partsWithWordsIndex())).toEqual(new Set([true]));
+    expect((await client.traces.list(slug, { query: "Delivery ADDRESS" })).items).toEqual(searched.items);
   });
 
   test("traces.get, listSpans and getSpan", async () => {

@@ -1,6 +1,7 @@
 import type { Logger } from "../lib/log";
 import type { SpanRow } from "./row";
 import { encodeSpanRows } from "./rowbinary";
+import { SpanKeys } from "./span-keys";
 import type { OpenSegment, SealedSegment, Wal } from "./wal";
 
 /** The rows were not accepted and nothing of them was kept: the sender should retry after `retryAfterSeconds`. */
@@ -39,11 +40,12 @@ interface Waiter {
 interface Group {
   chunks: Uint8Array[];
   rows: number;
+  keys: SpanKeys;
   heldBytes: number;
   waiters: Waiter[];
 }
 
-const emptyGroup = (): Group => ({ chunks: [], rows: 0, heldBytes: 0, waiters: [] });
+const emptyGroup = (): Group => ({ chunks: [], rows: 0, keys: new SpanKeys(), heldBytes: 0, waiters: [] });
 
 /** Wakes everything waiting on it; a wait may also end on its own after a timeout. */
 class Signal {
@@ -118,6 +120,7 @@ export class SpanBatcher {
     const done = Promise.withResolvers<void>();
     this.group.chunks.push(encoded);
     this.group.rows += rows.length;
+    for (const row of rows) this.group.keys.add(row.organization_id, row.project_id, row.trace_id, row.start_time);
     this.group.heldBytes += held;
     this.group.waiters.push(done);
     this.kick();
@@ -214,7 +217,7 @@ export class SpanBatcher {
     let failure: unknown = null;
     try {
       this.segment ??= await this.wal.create();
-      await this.segment.append(group.chunks, group.rows);
+      await this.segment.append(group.chunks, group.rows, group.keys);
     } catch (error) {
       failure = error;
     }

@@ -1,4 +1,5 @@
 import type { SpanRow } from "./row";
+import { SpanKeys } from "./span-keys";
 
 /** How a column travels in RowBinary. LowCardinality(String) is sent as String; ClickHouse converts on insert. */
 type WireType =
@@ -260,7 +261,9 @@ export function encodeSpanRows(rows: readonly SpanRow[], sizeHint = rows.length 
   return out.bytes();
 }
 
-/** Reads RowBinary of `spanColumns` without materializing values; throws RangeError on data that cannot be a row. */
+const textDecoder = new TextDecoder();
+
+/** Reads RowBinary of `spanColumns`, materializing only what is asked for; throws RangeError on data that cannot be a row. */
 class RowScanner {
   offset = 0;
   constructor(private readonly data: Uint8Array) {}
@@ -287,6 +290,21 @@ class RowScanner {
 
   string() {
     this.skip(this.varint());
+  }
+
+  stringValue(): string {
+    const length = this.varint();
+    this.need(length);
+    const value = textDecoder.decode(this.data.subarray(this.offset, this.offset + length));
+    this.offset += length;
+    return value;
+  }
+
+  int64Value(): bigint {
+    this.need(8);
+    const value = new DataView(this.data.buffer, this.data.byteOffset + this.offset, 8).getBigInt64(0, true);
+    this.offset += 8;
+    return value;
   }
 
   bool() {
@@ -326,17 +344,30 @@ const allZero = (data: Uint8Array, from: number) => {
   return true;
 };
 
+const keyColumns = ["organization_id", "project_id", "trace_id", "span_id"] as const;
+// The key columns lead the row, so a scan reads them before skipping the rest.
+if (keyColumns.some((name, index) => spanColumns[index][0] !== name)) throw new Error("spanColumns must start with the span key");
+const startTimeColumn = spanColumns.findIndex(([name]) => name === "start_time");
+
 /**
- * The longest prefix of `data` made of whole span rows, for recovering a WAL segment cut short by a crash. A tail
- * of zero bytes (a file extended without its data reaching disk) is not rows: every real row has a non-empty `kind`.
+ * The longest prefix of `data` made of whole span rows, with their keys, for recovering a WAL segment cut short by
+ * a crash. A tail of zero bytes (a file extended without its data reaching disk) is not rows: every real row has a
+ * non-empty `kind`.
  */
-export function completeSpanRows(data: Uint8Array): { rows: number; length: number } {
+export function completeSpanRows(data: Uint8Array): { rows: number; length: number; keys: SpanKeys } {
   const scanner = new RowScanner(data);
+  const keys = new SpanKeys();
   let rows = 0;
   let length = 0;
   while (length < data.length && !allZero(data, length)) {
     try {
-      for (const [, type] of spanColumns) scanner.column(type);
+      const [organizationId, projectId, traceId] = [scanner.stringValue(), scanner.stringValue(), scanner.stringValue()];
+      let startNanos = 0n;
+      for (let column = 3; column < spanColumns.length; column++) {
+        if (column === startTimeColumn) startNanos = scanner.int64Value();
+        else scanner.column(spanColumns[column][1]);
+      }
+      keys.add(organizationId, projectId, traceId, startNanos);
     } catch (error) {
       if (error instanceof RangeError) break;
       throw error;
@@ -344,5 +375,5 @@ export function completeSpanRows(data: Uint8Array): { rows: number; length: numb
     rows++;
     length = scanner.offset;
   }
-  return { rows, length };
+  return { rows, length, keys };
 }

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { mkdir, open, readdir, readFile, rename, rm, truncate, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "../lib/log";
+import { SpanKeys } from "./span-keys";
 
 /**
  * Write-ahead log of span rows: a directory of segment files, each plain RowBinary so ClickHouse can read it as
@@ -16,16 +17,18 @@ export interface SealedSegment {
   path: string;
   bytes: number;
   rows: number;
+  keys: SpanKeys;
 }
 
-/** Measures the longest prefix of a segment made of whole rows. */
-export type RowPrefix = (data: Uint8Array) => { rows: number; length: number };
+/** Measures the longest prefix of a segment made of whole rows, and their keys. */
+export type RowPrefix = (data: Uint8Array) => { rows: number; length: number; keys: SpanKeys };
 
 const segmentFile = /^([0-9a-z]+-\d+)\.([0-9a-f]+)\.rowbinary$/;
 
 export class OpenSegment {
   bytes = 0;
   rows = 0;
+  readonly keys = new SpanKeys();
   /** Set when a failed append could not be cut back: the file may hold a torn tail past `bytes`. */
   private torn = false;
   readonly openedAt = performance.now();
@@ -38,7 +41,7 @@ export class OpenSegment {
   ) {}
 
   /** Appends the chunks and returns once they are on disk. On failure the file is cut back to its durable length. */
-  async append(chunks: Uint8Array[], rows: number): Promise<void> {
+  async append(chunks: Uint8Array[], rows: number, keys: SpanKeys): Promise<void> {
     let total = 0;
     for (const chunk of chunks) total += chunk.byteLength;
     try {
@@ -52,6 +55,7 @@ export class OpenSegment {
     }
     this.bytes += total;
     this.rows += rows;
+    this.keys.merge(keys);
     this.wal.bytes += total;
   }
 
@@ -61,7 +65,7 @@ export class OpenSegment {
     } finally {
       await this.file.close();
     }
-    return { name: this.name, path: this.path, bytes: this.bytes, rows: this.rows };
+    return { name: this.name, path: this.path, bytes: this.bytes, rows: this.rows, keys: this.keys };
   }
 }
 
@@ -96,7 +100,7 @@ export class Wal {
         continue;
       }
       const data = await readFile(path);
-      const { rows, length } = completeRows(data);
+      const { rows, length, keys } = completeRows(data);
       if (rows === 0) {
         await rm(path, { force: true });
         continue;
@@ -106,7 +110,7 @@ export class Wal {
         log.warn("cut the unacknowledged torn tail of a write-ahead log segment", { file, bytes: data.length - length });
       }
       wal.bytes += length;
-      recovered.push({ name: `${match[1]}.${match[2]}`, path, bytes: length, rows });
+      recovered.push({ name: `${match[1]}.${match[2]}`, path, bytes: length, rows, keys });
     }
     return { wal, recovered };
   }

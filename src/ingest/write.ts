@@ -8,6 +8,7 @@ import type { Logger } from "../lib/log";
 import { SpanBatcher, type BatchLimits } from "./batch";
 import type { SpanRow } from "./row";
 import { completeSpanRows, spanColumnList, spanColumns, spanStructure } from "./rowbinary";
+import { alreadyStoredSpans } from "./span-keys";
 import { Wal, type SealedSegment } from "./wal";
 
 /** The batch → write stages as the receiver sees them. */
@@ -42,8 +43,6 @@ export interface SpanWriterOptions {
   walDir: string;
   limits: BatchLimits;
   log: Logger;
-  /** Inserts running at once: 1 on chdb, whose insert already keeps every core busy; more against a server. */
-  insertConcurrency: number;
   /** First wait after a failed insert, doubling up to `maxRetryDelayMs`; retries never stop. */
   retryDelayMs: number;
   maxRetryDelayMs: number;
@@ -62,7 +61,6 @@ export function spanWriterOptions(config: Config, store: ClickHouseStore, log: L
       flushIntervalMs: config.ingest.flushIntervalMs,
       segmentBytes: 64 << 20,
     },
-    insertConcurrency: store.embedded ? 1 : 4,
     retryDelayMs: 100,
     maxRetryDelayMs: 10_000,
     closeTimeoutMs: 10_000,
@@ -84,24 +82,37 @@ const insertSettings = (segment: SealedSegment) =>
     `insert_deduplication_token = ${sqlString(`vigil-wal-${segment.name}`)}`,
     "deduplicate_blocks_in_dependent_materialized_views = 1",
     "async_insert = 0",
+    // Built by merges instead (sql/clickhouse/005_message_words_index.sql).
+    "exclude_materialize_skip_indexes_on_insert = 'message_words_idx'",
   ].join(", ");
 
 type InsertSegment = (segment: SealedSegment) => Promise<void>;
 
+/**
+ * Inserts the segment's rows but those whose span ClickHouse already holds, and each span of the segment once:
+ * the roll-ups' materialized views then see every span exactly once, however often an exporter sent it.
+ */
+const insertNewSpans = (store: SpanStore, segment: SealedSegment, source: string) =>
+  `INSERT INTO ${store.database}.spans (${spanColumnList}) SETTINGS ${insertSettings(segment)}
+  SELECT * FROM ${source}
+  WHERE (organization_id, project_id, trace_id, span_id) NOT IN (${alreadyStoredSpans(store.database)})
+  LIMIT 1 BY organization_id, project_id, trace_id, span_id`;
+
 export function segmentInserter(store: SpanStore): InsertSegment {
-  const target = `${store.database}.spans (${spanColumnList})`;
   if (store.embedded) {
     // chdb takes inline data only in text formats; file() reads the RowBinary segment from disk as it is.
     const structure = sqlString(spanStructure);
     return async (segment) => {
       await store.client.command({
-        query: `INSERT INTO ${target} SETTINGS ${insertSettings(segment)} SELECT * FROM file(${sqlString(segment.path)}, 'RowBinary', ${structure})`,
+        query: insertNewSpans(store, segment, `file(${sqlString(segment.path)}, 'RowBinary', ${structure})`),
+        query_params: segment.keys.queryParams(),
       });
     };
   }
   return async (segment) => {
     const result = await store.client.exec({
-      query: `INSERT INTO ${target} SETTINGS ${insertSettings(segment)} FORMAT RowBinary`,
+      query: `${insertNewSpans(store, segment, `input(${sqlString(spanStructure)})`)} FORMAT RowBinary`,
+      query_params: segment.keys.queryParams(),
       values: createReadStream(segment.path, { end: segment.bytes - 1 }),
     });
     result.stream.resume();
@@ -147,7 +158,11 @@ function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
 class WalSpanWriter implements SpanWriter {
   private readonly counters = { inserts: 0, insertedRows: 0, failedInserts: 0 };
   private readonly stopInserting = new AbortController();
-  private readonly inserters: Promise<void>[];
+  /**
+   * The one inserter: segments go in one at a time, so a segment's lookup of spans already stored sees every
+   * segment before it. chdb's insert keeps every core busy anyway, and a server takes large inserts quickly.
+   */
+  private readonly inserter: Promise<void>;
 
   constructor(
     private readonly batcher: SpanBatcher,
@@ -155,7 +170,7 @@ class WalSpanWriter implements SpanWriter {
     private readonly insert: InsertSegment,
     private readonly options: SpanWriterOptions,
   ) {
-    this.inserters = Array.from({ length: options.insertConcurrency }, () => this.insertSegments());
+    this.inserter = this.insertSegments();
   }
 
   accept(rows: readonly SpanRow[], approxBytes: number) {
@@ -172,16 +187,15 @@ class WalSpanWriter implements SpanWriter {
 
   async close() {
     await this.batcher.close();
-    const inserted = Promise.all(this.inserters);
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timedOut = await Promise.race([
-      inserted.then(() => false),
+      this.inserter.then(() => false),
       new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), this.options.closeTimeoutMs))),
     ]);
     clearTimeout(timer);
     if (!timedOut) return;
     this.stopInserting.abort();
-    await inserted;
+    await this.inserter;
     this.options.log.warn("span inserts left in the write-ahead log for the next start", { segments: this.batcher.pendingSegments, bytes: this.wal.bytes });
   }
 

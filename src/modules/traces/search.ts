@@ -11,8 +11,8 @@ import type { TraceScope } from "./relation";
  *   `span_embeddings` (embeddings.ts); a trace's relevance is the best cosine similarity of its spans
  *   to the embedded query, and it matches at `minSimilarity` or more.
  * - Full text (otherwise, or when the embeddings endpoint fails): spans whose `message_text` has one
- *   of the query's words (through the text index); relevance is the share of the query's distinct
- *   words the trace's messages contain, in any case.
+ *   of the query's words in any case (through the index of its lower-cased words); relevance is the
+ *   share of the query's distinct words the trace's messages contain.
  */
 
 export type SearchMode = "semantic" | "full-text";
@@ -33,25 +33,16 @@ export function searchTerms(query: string): string[] {
   return (meaningful.length ? meaningful : all).slice(0, maxTerms);
 }
 
-/**
- * The index stores words as written, so the lookup asks for the usual spellings of each term; the
- * ranking then matches each term in any case.
- */
-function spellings(query: string, terms: string[]): string[] {
-  const asWritten = words(query).filter((word) => terms.includes(word.toLowerCase()));
-  const variants = terms.flatMap((term) => [term, term.toUpperCase(), term[0].toUpperCase() + term.slice(1)]);
-  return [...new Set([...asWritten, ...variants])];
-}
-
 function fullTextSql(query: string, scope: TraceScope, params: QueryParams): string {
   const terms = searchTerms(query);
   if (!terms.length) return "(SELECT '' AS trace_id, toFloat64(0) AS relevance WHERE 0)";
   const snapshot = scope.snapshot ? ` AND ingested_at <= ${scope.snapshot}` : "";
-  const found = terms.map((term) => `max(hasTokenCaseInsensitive(message_text, ${params.bind(term, "String")}))`);
+  // `lower(message_text)` is the expression of the words index (sql/clickhouse/005_message_words_index.sql).
+  const found = terms.map((term) => `max(hasToken(lower(message_text), ${params.bind(term, "String")}))`);
   return `(SELECT trace_id, (${found.join(" + ")}) / ${params.bind(terms.length, "UInt32")} AS relevance
     FROM ${scope.database}.spans
     WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId}${snapshot}
-      AND hasAnyTokens(message_text, ${params.bind(spellings(query, terms), "Array(String)")})
+      AND hasAnyTokens(lower(message_text), ${params.bind(terms, "Array(String)")})
     GROUP BY trace_id HAVING relevance > 0)`;
 }
 

@@ -546,6 +546,66 @@ describe("spans delivered twice", () => {
   });
 });
 
+describe("Vercel AI SDK wrapper spans", () => {
+  test("ai.generateText over its doGenerate step: usage and cost counted once, the conversation from the step", async () => {
+    const account = await newAccount("vercel");
+    const exporter = new InMemorySpanExporter();
+    const provider = new BasicTracerProvider({ resource: resourceFromAttributes({ "service.name": "vercel-app" }), spanProcessors: [new SimpleSpanProcessor(exporter)] });
+    const tracer = provider.getTracer("ai");
+    const usage = { "ai.usage.promptTokens": 1000, "ai.usage.completionTokens": 100 };
+    const model = { "ai.model.provider": "openai.chat", "ai.model.id": "gpt-4o" };
+    const wrapper = tracer.startSpan("ai.generateText", {
+      attributes: { "ai.operationId": "ai.generateText", ...model, ...usage, "ai.prompt": JSON.stringify({ prompt: "Hi!" }), "ai.response.text": "Hello there." },
+    });
+    const step = tracer.startSpan(
+      "ai.generateText.doGenerate",
+      {
+        attributes: {
+          "ai.operationId": "ai.generateText.doGenerate",
+          ...model,
+          ...usage,
+          "gen_ai.system": "openai.chat",
+          "gen_ai.request.model": "gpt-4o",
+          "gen_ai.usage.input_tokens": 1000,
+          "gen_ai.usage.output_tokens": 100,
+          "ai.prompt.messages": JSON.stringify([{ role: "user", content: [{ type: "text", text: "Hi!" }] }]),
+          "ai.response.text": "Hello there.",
+        },
+      },
+      trace.setSpan(context.active(), wrapper),
+    );
+    step.end();
+    wrapper.end();
+    const traceId = wrapper.spanContext().traceId;
+    const otlp = new ProtoTraceExporter({ url: `${vigil.url}/v1/traces`, headers: { Authorization: `Bearer ${account.apiKey}`, "X-Latitude-Project": account.slug } });
+    try {
+      await send(otlp, exporter.getFinishedSpans());
+    } finally {
+      await otlp.shutdown();
+    }
+    await vigil.ctx.spanWriter.flush();
+
+    const spans = (await account.client.traces.listSpans(account.slug, traceId)).items;
+    expect(spans.map((span) => [span.name, span.operation, span.tokensInput, span.costTotalMicrocents])).toEqual([
+      ["ai.generateText", "chat", 1000, 350_000],
+      ["ai.generateText.doGenerate", "chat", 1000, 350_000],
+    ]);
+    const detail = await account.client.traces.get(account.slug, traceId);
+    expect({ tokensInput: detail.tokensInput, tokensOutput: detail.tokensOutput, tokensTotal: detail.tokensTotal, cost: detail.costTotalMicrocents }).toEqual({
+      tokensInput: 1000,
+      tokensOutput: 100,
+      tokensTotal: 1100,
+      cost: (1000 * 2.5 + 100 * 10) * 100,
+    });
+    expect(detail.conversation).toEqual([
+      { role: "user", parts: [{ type: "text", content: "Hi!" }] },
+      { role: "assistant", parts: [{ type: "text", content: "Hello there." }] },
+    ]);
+    const analytics = await account.client.traces.analytics(account.slug, { fromIso: new Date(Date.now() - 3600_000).toISOString(), toIso: new Date(Date.now() + 60_000).toISOString() });
+    expect({ tokens: analytics.tokens.total, spans: analytics.spans.total, costUsd: analytics.cost.total }).toEqual({ tokens: 1100, spans: 2, costUsd: 0.0035 });
+  });
+});
+
 describe("@latitude-data/telemetry 3.6.0", () => {
   test("capture() context and manual spans through its own OTLP JSON exporter", async () => {
     const account = await newAccount("telemetry");

@@ -5,10 +5,12 @@ import { randomBytes } from "node:crypto";
 import { once } from "node:events";
 import { join } from "node:path";
 import { createGzip, gzipSync } from "node:zlib";
+import { Client, credentials as grpcCredentials, Metadata, status as grpcStatus } from "@grpc/grpc-js";
 import protobuf from "protobufjs";
 import type { LatitudeClient } from "@latitude-data/sdk";
 import type { Vigil } from "../src/server";
 import { bootstrapAccount, sharedVigil, startTestVigil } from "./helpers";
+import { freePort } from "./process";
 
 // Requests the SDK cannot produce (ids of the wrong length) are encoded with protobufjs over proto/.
 const root = new protobuf.Root();
@@ -394,6 +396,51 @@ describe("projects", () => {
   });
 });
 
+/** One raw OTLP/gRPC Export call; resolves with the response bytes or the call's status. */
+function grpcExport(port: number, body: Uint8Array, tenant: Tenant): Promise<{ code: number; details: string; response: Buffer | null }> {
+  const client = new Client(`127.0.0.1:${port}`, grpcCredentials.createInsecure());
+  const metadata = new Metadata();
+  metadata.set("authorization", `Bearer ${tenant.apiKey}`);
+  metadata.set("x-latitude-project", tenant.slug);
+  const identity = (bytes: Buffer) => bytes;
+  return new Promise((resolve) =>
+    client.makeUnaryRequest("/opentelemetry.proto.collector.trace.v1.TraceService/Export", identity, identity, Buffer.from(body), metadata, (error, response) => {
+      client.close();
+      resolve(error ? { code: error.code ?? -1, details: error.details ?? "", response: null } : { code: grpcStatus.OK, details: "", response: response ?? null });
+    }),
+  );
+}
+
+describe("OTLP/gRPC", () => {
+  let grpcVigil: Vigil;
+  let port: number;
+  beforeAll(async () => {
+    port = await freePort();
+    grpcVigil = await startTestVigil({ OTLP_GRPC_PORT: String(port) });
+  });
+  afterAll(async () => {
+    await grpcVigil?.stop();
+  });
+
+  test("an undecodable body is INVALID_ARGUMENT; a partly valid one is OK with an encoded partial success", async () => {
+    const owner = await tenant(grpcVigil, "grpc");
+    const garbage = await grpcExport(port, new Uint8Array(12).fill(0xff), owner);
+    expect(garbage.code).toBe(grpcStatus.INVALID_ARGUMENT);
+    expect(garbage.details).toStartWith("Cannot decode OTLP protobuf body");
+
+    const mixed = await grpcExport(port, protobufRequest([{ name: "kept" }, { name: "short id", traceId: hex(8) }]), owner);
+    expect(mixed.code).toBe(grpcStatus.OK);
+    const answer = ExportResponse.toObject(ExportResponse.decode(mixed.response!), { longs: Number }) as { partialSuccess?: { rejectedSpans: number; errorMessage: string } };
+    expect(answer.partialSuccess?.rejectedSpans).toBe(1);
+    expect(answer.partialSuccess?.errorMessage).toContain("trace id");
+
+    const full = await grpcExport(port, protobufRequest([{ name: "also kept" }]), owner);
+    expect(full.code).toBe(grpcStatus.OK);
+    expect(full.response!.byteLength).toBe(0);
+    expect((await storedSpans(grpcVigil, owner.organizationId)).map((span) => span.name).sort()).toEqual(["also kept", "kept"]);
+  });
+});
+
 describe("credentials", () => {
   test("a missing key is a 401 with WWW-Authenticate", async () => {
     const owner = await tenant(vigil, "no-key");
@@ -429,8 +476,10 @@ describe("credentials", () => {
 describe("backpressure", () => {
   // The smallest queue INGEST_QUEUE_BYTES allows (src/config.ts): 1 MiB in memory, 4 MiB of write-ahead log backlog.
   let pressed: Vigil;
+  let pressedGrpcPort: number;
   beforeAll(async () => {
-    pressed = await startTestVigil({ INGEST_QUEUE_BYTES: String(1 << 20), INGEST_FLUSH_MS: "20" });
+    pressedGrpcPort = await freePort();
+    pressed = await startTestVigil({ INGEST_QUEUE_BYTES: String(1 << 20), INGEST_FLUSH_MS: "20", OTLP_GRPC_PORT: String(pressedGrpcPort) });
   });
   afterAll(async () => {
     await pressed?.stop();
@@ -484,6 +533,9 @@ describe("backpressure", () => {
         }),
       );
       expect(burst.every((status) => status === 503)).toBe(true);
+      const overGrpc = await grpcExport(pressedGrpcPort, request().body, owner);
+      expect(overGrpc.code).toBe(grpcStatus.UNAVAILABLE);
+      expect(overGrpc.details).toBe("Ingest is saturated, retry later");
       // Refused on its announced size before it is read: an undecodable body of that size gets the same 503, not a 400.
       await expectError(await post(pressed, new Uint8Array(200_000).fill(0xff), { ...PROTOBUF_TYPE, ...credentials(owner) }), 503, "Ingest is saturated, retry later");
       expect((await fetch(`${pressed.url}/health`)).status).toBe(200);

@@ -424,13 +424,15 @@ describe("Vercel AI SDK", () => {
     expect(row).toMatchObject({ operation: "chat", time_to_first_token_ns: 420_500_000, is_streaming: true, is_usage_wrapper: false });
   });
 
-  test("wrapper spans repeat their children's usage: flagged, and not an LLM completion", () => {
+  test("wrapper spans repeat their children's usage: chat operations flagged as usage wrappers", () => {
     for (const operationId of ["ai.generateText", "ai.streamText", "ai.generateObject", "ai.streamObject"]) {
       const row = map({ "ai.operationId": operationId, "ai.model.provider": "openai.chat", "ai.model.id": "gpt-4o", "ai.usage.promptTokens": 10, "ai.usage.completionTokens": 5 });
       expect(row.is_usage_wrapper).toBe(true);
-      expect(["chat", "text_completion", "generate_content"]).not.toContain(row.operation);
+      expect(row.operation).toBe("chat");
       expect([row.tokens_input, row.tokens_output]).toEqual([10, 5]);
     }
+    // gen_ai.operation.name wins over the operation id; the span still only repeats its children's usage.
+    expect(map({ "ai.operationId": "ai.generateText", "gen_ai.operation.name": "invoke_agent" })).toMatchObject({ operation: "invoke_agent", is_usage_wrapper: true });
     expect(map({ "ai.operationId": "ai.embed", "ai.usage.tokens": 8 })).toMatchObject({ is_usage_wrapper: true, operation: "embeddings", tokens_input: 8 });
     expect(map({ "ai.operationId": "ai.embed.doEmbed" })).toMatchObject({ is_usage_wrapper: false, operation: "embeddings" });
   });

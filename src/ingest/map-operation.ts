@@ -66,38 +66,38 @@ const LANGFUSE_OBSERVATION_TYPES: Record<string, string> = {
 const LANGSMITH_RUN_TYPES: Record<string, string> = { llm: "chat", tool: "execute_tool", chain: "invoke_workflow", retriever: "retrieval", embedding: "embeddings" };
 const TRACELOOP_SPAN_KINDS: Record<string, string> = { workflow: "invoke_workflow", agent: "invoke_agent", tool: "execute_tool" };
 
+/** Vercel AI SDK `ai.operationId`s: the calls, and the provider steps (`ai.generateText.doGenerate`, …) under them. */
+const VERCEL_OPERATIONS: Record<string, string> = {
+  "ai.generateText": "chat",
+  "ai.streamText": "chat",
+  "ai.generateObject": "chat",
+  "ai.streamObject": "chat",
+  "ai.embed": "embeddings",
+  "ai.embedMany": "embeddings",
+  "ai.toolCall": "execute_tool",
+};
+
 /**
  * Vercel AI SDK calls whose span only repeats the usage of its `doGenerate`/`doStream`/`doEmbed` children.
  * Decided from the span itself so no other span has to be looked up.
  */
-const VERCEL_USAGE_WRAPPERS: Record<string, string> = {
-  "ai.generateText": "invoke_agent",
-  "ai.streamText": "invoke_agent",
-  "ai.generateObject": "invoke_agent",
-  "ai.streamObject": "invoke_agent",
-  "ai.embed": "embeddings",
-  "ai.embedMany": "embeddings",
-};
+const VERCEL_USAGE_WRAPPERS = new Set(["ai.generateText", "ai.streamText", "ai.generateObject", "ai.streamObject", "ai.embed", "ai.embedMany"]);
 
 function vercelOperation(operationId: string): string | undefined {
   if (operationId.endsWith(".doGenerate") || operationId.endsWith(".doStream")) return "chat";
   if (operationId.endsWith(".doEmbed")) return "embeddings";
-  if (operationId === "ai.toolCall") return "execute_tool";
-  return undefined;
+  return VERCEL_OPERATIONS[operationId];
 }
 
 /** Operation hints that select a mapping stay in the typed maps: they say more than the column. */
 export function resolveOperation(attributes: AttributeReader): string {
-  const operationId = attributeText(attributes.get("ai.operationId"));
-  const wrapperOperation = VERCEL_USAGE_WRAPPERS[operationId];
-  if (wrapperOperation) return wrapperOperation;
   const explicit = attributes.text(["gen_ai.operation.name"]).trim();
   if (explicit) return explicit;
   const openInferenceKind = attributeText(attributes.get("openinference.span.kind")).trim();
   if (openInferenceKind) return OPENINFERENCE_OPERATIONS[openInferenceKind.toUpperCase()] ?? openInferenceKind.toLowerCase();
   const requestType = attributeText(attributes.get("llm.request.type")).trim();
   if (requestType) return TRACELOOP_REQUEST_TYPES[requestType.toLowerCase()] ?? requestType.toLowerCase();
-  const vercel = vercelOperation(operationId);
+  const vercel = vercelOperation(attributeText(attributes.get("ai.operationId")));
   if (vercel) return vercel;
   const hinted =
     LANGFUSE_OBSERVATION_TYPES[attributeText(attributes.get("langfuse.observation.type")).toLowerCase()] ??
@@ -106,4 +106,4 @@ export function resolveOperation(attributes: AttributeReader): string {
   return hinted ?? "unspecified";
 }
 
-export const isVercelUsageWrapper = (attributes: AttributeReader) => VERCEL_USAGE_WRAPPERS[attributeText(attributes.get("ai.operationId"))] !== undefined;
+export const isVercelUsageWrapper = (attributes: AttributeReader) => VERCEL_USAGE_WRAPPERS.has(attributeText(attributes.get("ai.operationId")));

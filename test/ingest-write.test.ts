@@ -5,8 +5,8 @@ import { join } from "node:path";
 import type { ClickHouseStore } from "../src/db/clickhouse";
 import { BackpressureError, type BatchLimits } from "../src/ingest/batch";
 import type { SpanRow } from "../src/ingest/row";
-import { completeSpanRows, encodeSpanRows, spanStructure } from "../src/ingest/rowbinary";
-import { segmentInserter, spanWriterOptions, startSpanWriter, type SpanWriterOptions } from "../src/ingest/write";
+import { completeRows, encodeSpanRows, spanStructure } from "../src/ingest/rowbinary";
+import { assertSpanColumns, segmentInserter, spanWriterOptions, startSpanWriter, type SpanWriterOptions } from "../src/ingest/write";
 import { createLogger } from "../src/lib/log";
 import { sharedVigil, testRoot } from "./helpers";
 import { chatSpanRow } from "./span-row-fixtures";
@@ -276,7 +276,14 @@ describe("span writer", () => {
     state.down = false;
     const name = leftover.replace(/\.rowbinary$/, "");
     const path = join(walDir, leftover);
-    await segmentInserter(store)({ name, path, bytes: statSync(path).size, rows: 200, keys: completeSpanRows(readFileSync(path)).keys });
+    await segmentInserter(store, await assertSpanColumns(store))({
+      name,
+      path,
+      bytes: statSync(path).size,
+      rows: 200,
+      keys: completeRows(readFileSync(path)).keys,
+      structure: spanStructure,
+    });
     expect(await spanCount(store, organization)).toBe(200);
     // A torn, unacknowledged tail from the crash is cut at recovery.
     appendFileSync(path, new Uint8Array([40, 1, 2, 3]));
@@ -335,7 +342,30 @@ describe("span writer", () => {
     await second.close();
   });
 
-  test("a leftover segment in another row format is moved to quarantine, not inserted", async () => {
+  test("a leftover segment of an earlier row format is inserted by its own structure: columns gone are dropped, new ones defaulted", async () => {
+    const { store } = await flakyStore();
+    const walDir = freshDir("earlier-format");
+    mkdirSync(join(walDir, "formats"), { recursive: true });
+    // The earlier version called `memory_record_id` `memory_record_key` and wrote a last column the table no longer has.
+    const oldStructure = `${spanStructure.replace("memory_record_id String", "memory_record_key String")}, legacy_note String`;
+    writeFileSync(join(walDir, "formats", "0dd0f0a1"), oldStructure);
+    const { organization, rows } = rowsOf(12, { memory_record_id: "record-1" });
+    const legacyNote = Buffer.from([4, ...Buffer.from("note")]);
+    writeFileSync(join(walDir, "0old0run0-000000001.0dd0f0a1.rowbinary"), Buffer.concat(rows.flatMap((row) => [encodeSpanRows([row]), legacyNote])));
+    const writer = await openWriter(store, walDir);
+    await writer.flush();
+    expect(walFiles(walDir)).toHaveLength(0);
+    expect(await spanCount(store, organization)).toBe(12);
+    const stored = await select<{ memory_record_id: string; name: string }>(
+      store,
+      `SELECT memory_record_id, name FROM ${store.database}.spans WHERE organization_id = ${sqlString(organization)} ORDER BY span_id`,
+    );
+    expect(new Set(stored.map((row) => row.memory_record_id))).toEqual(new Set([""]));
+    expect(stored.map((row) => row.name).sort()).toEqual(rows.map((row) => row.name).sort());
+    await writer.close();
+  });
+
+  test("a leftover segment in an unknown row format is moved to quarantine, not inserted", async () => {
     const { store, state } = await flakyStore();
     const walDir = freshDir("quarantine");
     mkdirSync(walDir, { recursive: true });
@@ -471,7 +501,7 @@ describe("span writer", () => {
       expect(received).toHaveLength(1);
       expect(received[0].query).toStartWith(`INSERT INTO ${ch.database}.spans (organization_id, project_id,`);
       expect(received[0].query).toContain(`insert_deduplication_token = 'vigil-wal-${segment.replace(/\.rowbinary$/, "")}'`);
-      expect(received[0].query).toContain("SELECT * FROM input(");
+      expect(received[0].query).toContain(" FROM input(");
       expect(received[0].query).toEndWith("FORMAT RowBinary");
       expect(Buffer.from(received[0].body).equals(segmentBytes)).toBe(true);
       // The lookup of spans already stored names the segment's traces.

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { completeSpanRows, encodeSpanRows, spanColumnList, spanStructure } from "../src/ingest/rowbinary";
+import { completeRows, encodeSpanRows, spanColumnList, spanStructure } from "../src/ingest/rowbinary";
 import type { SpanRow } from "../src/ingest/row";
 import { sharedVigil, testRoot } from "./helpers";
 import { chatSpanRow } from "./span-row-fixtures";
@@ -61,7 +61,7 @@ describe("RowBinary span encoding", () => {
     const whole = encodeSpanRows(rows);
     const firstTwo = encodeSpanRows(rows.slice(0, 2)).length;
     const counts = (data: Uint8Array) => {
-      const { rows, length } = completeSpanRows(data);
+      const { rows, length } = completeRows(data);
       return { rows, length };
     };
     expect(counts(whole)).toEqual({ rows: 3, length: whole.length });
@@ -90,7 +90,7 @@ describe("RowBinary span encoding", () => {
         toNanos: String(starts.reduce((a, b) => (a > b ? a : b))),
       };
     };
-    expect(completeSpanRows(whole).keys.queryParams()).toEqual(expected(rows));
-    expect(completeSpanRows(whole.subarray(0, whole.length - 1)).keys.queryParams()).toEqual(expected(rows.slice(0, 2)));
+    expect(completeRows(whole).keys.queryParams()).toEqual(expected(rows));
+    expect(completeRows(whole.subarray(0, whole.length - 1)).keys.queryParams()).toEqual(expected(rows.slice(0, 2)));
   });
 });

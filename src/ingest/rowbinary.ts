@@ -2,18 +2,21 @@ import type { SpanRow } from "./row";
 import { SpanKeys } from "./span-keys";
 
 /** How a column travels in RowBinary. LowCardinality(String) is sent as String; ClickHouse converts on insert. */
-type WireType =
-  | "String"
-  | "UInt16"
-  | "UInt32"
-  | "UInt64"
-  | "DateTime64(9, 'UTC')"
-  | "Bool"
-  | "Array(String)"
-  | "Map(String, String)"
-  | "Map(String, Int64)"
-  | "Map(String, Float64)"
-  | "Map(String, Bool)";
+const wireTypes = [
+  "String",
+  "UInt16",
+  "UInt32",
+  "UInt64",
+  "DateTime64(9, 'UTC')",
+  "Bool",
+  "Array(String)",
+  "Map(String, String)",
+  "Map(String, Int64)",
+  "Map(String, Float64)",
+  "Map(String, Bool)",
+] as const;
+type WireType = (typeof wireTypes)[number];
+export type RowColumn = readonly [name: string, type: WireType];
 
 /**
  * The columns of `spans` that Vigil writes, in the order the encoder emits them. The one place the insert's column
@@ -91,6 +94,27 @@ type UnwrittenField = AssertNone<Exclude<keyof SpanRow, (typeof spanColumns)[num
 export const spanColumnList = spanColumns.map(([name]) => name).join(", ");
 /** The structure argument of `file(path, 'RowBinary', structure)`. */
 export const spanStructure = spanColumns.map(([name, type]) => `${name} ${type}`).join(", ");
+
+/** The columns of a structure string as `spanStructure` writes them; null when a type is not one this encoder knows. */
+export function parseStructure(structure: string): RowColumn[] | null {
+  const columns: RowColumn[] = [];
+  let depth = 0;
+  let start = 0;
+  for (let i = 0; i <= structure.length; i++) {
+    const char = structure[i];
+    if (char === "(") depth++;
+    else if (char === ")") depth--;
+    else if ((char === "," && depth === 0) || i === structure.length) {
+      const column = structure.slice(start, i).trim();
+      const space = column.indexOf(" ");
+      const type = column.slice(space + 1) as WireType;
+      if (space < 1 || !wireTypes.includes(type)) return null;
+      columns.push([column.slice(0, space), type]);
+      start = i + 1;
+    }
+  }
+  return columns;
+}
 
 const twoTo32 = 4294967296;
 
@@ -344,34 +368,38 @@ const allZero = (data: Uint8Array, from: number) => {
   return true;
 };
 
-const keyColumns = ["organization_id", "project_id", "trace_id", "span_id"] as const;
-// The key columns lead the row, so a scan reads them before skipping the rest.
-if (keyColumns.some((name, index) => spanColumns[index][0] !== name)) throw new Error("spanColumns must start with the span key");
-const startTimeColumn = spanColumns.findIndex(([name]) => name === "start_time");
-
 /**
- * The longest prefix of `data` made of whole span rows, with their keys, for recovering a WAL segment cut short by
- * a crash. A tail of zero bytes (a file extended without its data reaching disk) is not rows: every real row has a
- * non-empty `kind`.
+ * The longest prefix of `data` made of whole rows of `columns`, with their keys, for recovering a WAL segment cut
+ * short by a crash. A tail of zero bytes (a file extended without its data reaching disk) is not rows: it would read
+ * as rows of empty keys, which no span has. Throws when the columns lack the span key.
  */
-export function completeSpanRows(data: Uint8Array): { rows: number; length: number; keys: SpanKeys } {
+export function completeRows(data: Uint8Array, columns: readonly RowColumn[] = spanColumns): { rows: number; length: number; keys: SpanKeys } {
+  const names = columns.map(([name]) => name);
+  const at = (name: string) => {
+    const index = names.indexOf(name);
+    if (index < 0 || (name === "start_time" ? columns[index][1] !== "DateTime64(9, 'UTC')" : columns[index][1] !== "String")) {
+      throw new Error(`row format has no ${name} column`);
+    }
+    return index;
+  };
+  const [organizationAt, projectAt, traceAt, startAt] = [at("organization_id"), at("project_id"), at("trace_id"), at("start_time")];
   const scanner = new RowScanner(data);
   const keys = new SpanKeys();
   let rows = 0;
   let length = 0;
   while (length < data.length && !allZero(data, length)) {
+    const values: (string | bigint)[] = [];
     try {
-      const [organizationId, projectId, traceId] = [scanner.stringValue(), scanner.stringValue(), scanner.stringValue()];
-      let startNanos = 0n;
-      for (let column = 3; column < spanColumns.length; column++) {
-        if (column === startTimeColumn) startNanos = scanner.int64Value();
-        else scanner.column(spanColumns[column][1]);
+      for (let column = 0; column < columns.length; column++) {
+        if (column === organizationAt || column === projectAt || column === traceAt) values[column] = scanner.stringValue();
+        else if (column === startAt) values[column] = scanner.int64Value();
+        else scanner.column(columns[column][1]);
       }
-      keys.add(organizationId, projectId, traceId, startNanos);
     } catch (error) {
       if (error instanceof RangeError) break;
       throw error;
     }
+    keys.add(values[organizationAt] as string, values[projectAt] as string, values[traceAt] as string, values[startAt]);
     rows++;
     length = scanner.offset;
   }

@@ -7,7 +7,7 @@ import type { ClickHouseStore } from "../db/clickhouse";
 import type { Logger } from "../lib/log";
 import { SpanBatcher, type BatchLimits } from "./batch";
 import type { SpanRow } from "./row";
-import { completeSpanRows, spanColumnList, spanColumns, spanStructure } from "./rowbinary";
+import { completeRows, parseStructure, spanColumnList, spanColumns, spanStructure } from "./rowbinary";
 import { alreadyStoredSpans } from "./span-keys";
 import { Wal, type SealedSegment } from "./wal";
 
@@ -67,8 +67,14 @@ export function spanWriterOptions(config: Config, store: ClickHouseStore, log: L
   };
 }
 
-/** Segments written in another row format (after a schema change) are not replayed as if they were this one. */
-const formatTag = createHash("sha256").update(spanStructure).digest("hex").slice(0, 8);
+/** The row format of this version's segments; one of another version is replayed by its own structure. */
+const spanFormat = { tag: createHash("sha256").update(spanStructure).digest("hex").slice(0, 8), structure: spanStructure };
+
+/** Whole rows of a segment in `structure`, or null when this encoder cannot read that structure. */
+const readSegmentRows = (data: Uint8Array, structure: string) => {
+  const columns = parseStructure(structure);
+  return columns && completeRows(data, columns);
+};
 
 const sqlString = (value: string) => `'${value.replaceAll("\\", "\\\\").replaceAll("'", "\\'")}'`;
 
@@ -90,28 +96,37 @@ type InsertSegment = (segment: SealedSegment) => Promise<void>;
 
 /**
  * Inserts the segment's rows but those whose span ClickHouse already holds, and each span of the segment once:
- * the roll-ups' materialized views then see every span exactly once, however often an exporter sent it.
+ * the roll-ups' materialized views then see every span exactly once, however often an exporter sent it. A
+ * segment of an earlier row format inserts the columns the table still has; the others take their defaults.
  */
-const insertNewSpans = (store: SpanStore, segment: SealedSegment, source: string) =>
-  `INSERT INTO ${store.database}.spans (${spanColumnList}) SETTINGS ${insertSettings(segment)}
-  SELECT * FROM ${source}
+function insertNewSpans(store: SpanStore, tableColumns: ReadonlySet<string>, segment: SealedSegment, source: string) {
+  const columns =
+    segment.structure === spanStructure
+      ? spanColumnList
+      : parseStructure(segment.structure)!
+          .map(([name]) => name)
+          .filter((name) => tableColumns.has(name))
+          .join(", ");
+  return `INSERT INTO ${store.database}.spans (${columns}) SETTINGS ${insertSettings(segment)}
+  SELECT ${columns} FROM ${source}
   WHERE (organization_id, project_id, trace_id, span_id) NOT IN (${alreadyStoredSpans(store.database)})
   LIMIT 1 BY organization_id, project_id, trace_id, span_id`;
+}
 
-export function segmentInserter(store: SpanStore): InsertSegment {
+/** `tableColumns`: the columns `spans` has, as `assertSpanColumns` found them. */
+export function segmentInserter(store: SpanStore, tableColumns: ReadonlySet<string>): InsertSegment {
   if (store.embedded) {
     // chdb takes inline data only in text formats; file() reads the RowBinary segment from disk as it is.
-    const structure = sqlString(spanStructure);
     return async (segment) => {
       await store.client.command({
-        query: insertNewSpans(store, segment, `file(${sqlString(segment.path)}, 'RowBinary', ${structure})`),
+        query: insertNewSpans(store, tableColumns, segment, `file(${sqlString(segment.path)}, 'RowBinary', ${sqlString(segment.structure)})`),
         query_params: segment.keys.queryParams(),
       });
     };
   }
   return async (segment) => {
     const result = await store.client.exec({
-      query: `${insertNewSpans(store, segment, `input(${sqlString(spanStructure)})`)} FORMAT RowBinary`,
+      query: `${insertNewSpans(store, tableColumns, segment, `input(${sqlString(segment.structure)})`)} FORMAT RowBinary`,
       query_params: segment.keys.queryParams(),
       values: createReadStream(segment.path, { end: segment.bytes - 1 }),
     });
@@ -122,8 +137,8 @@ export function segmentInserter(store: SpanStore): InsertSegment {
 
 const withoutLowCardinality = (type: string) => type.replace(/LowCardinality\(([^()]*)\)/g, "$1");
 
-/** Refuses to start when `spans` and the encoder disagree, rather than writing rows into the wrong columns. */
-export async function assertSpanColumns(store: SpanStore): Promise<void> {
+/** Refuses to start when `spans` and the encoder disagree, rather than writing rows into the wrong columns; returns the table's columns. */
+export async function assertSpanColumns(store: SpanStore): Promise<Set<string>> {
   const result = await store.client.query({ query: `DESCRIBE TABLE ${store.database}.spans`, format: "JSONEachRow" });
   const table = new Map((await result.json<{ name: string; type: string; default_type: string }>()).map((column) => [column.name, column]));
   const problems: string[] = [];
@@ -137,6 +152,7 @@ export async function assertSpanColumns(store: SpanStore): Promise<void> {
     if (!written.has(column.name) && !column.default_type) problems.push(`${column.name} has no default and is not written`);
   }
   if (problems.length > 0) throw new Error(`${store.database}.spans does not match the span row encoder: ${problems.join("; ")}`);
+  return new Set(table.keys());
 }
 
 /** Waits `ms`; false when aborted first. */
@@ -241,12 +257,12 @@ class WalSpanWriter implements SpanWriter {
 
 /** Checks the table, recovers the write-ahead log and starts inserting; leftover segments are inserted first while new rows are accepted. */
 export async function startSpanWriter(options: SpanWriterOptions): Promise<SpanWriter> {
-  await assertSpanColumns(options.store);
-  const { wal, recovered } = await Wal.open(options.walDir, formatTag, completeSpanRows, options.log);
+  const tableColumns = await assertSpanColumns(options.store);
+  const { wal, recovered } = await Wal.open(options.walDir, spanFormat, readSegmentRows, options.log);
   if (recovered.length > 0) {
     const rows = recovered.reduce((sum, segment) => sum + segment.rows, 0);
     options.log.info("replaying the span write-ahead log", { segments: recovered.length, rows });
   }
   const batcher = new SpanBatcher(wal, options.limits, options.log, recovered);
-  return new WalSpanWriter(batcher, wal, segmentInserter(options.store), options);
+  return new WalSpanWriter(batcher, wal, segmentInserter(options.store, tableColumns), options);
 }

@@ -130,14 +130,57 @@ describe("annotations", () => {
     expect((await json(neither)).error).toStartWith("trace:");
   });
 
-  test("a user credential's annotation is attributed to the user", async () => {
+  test("a user credential's annotation is authored by the user: sourceId and annotatorId are the user's id", async () => {
     const { traceId } = await conversationTrace();
     const userId = newId();
     await vigil.ctx.sql`INSERT INTO users (id, email) VALUES (${userId}, ${`${userId}@example.com`})`;
     const principal = { organizationId: project.organizationId, kind: "oauth" as const, apiKeyId: null, userId };
     const created = await system.create(principal, project.id, annotation(traceId));
-    expect(created).toMatchObject({ annotatorId: userId, sourceId: "API", draftedAt: null });
-    expect(await client.annotations.get(projectSlug, created.id)).toMatchObject({ annotatorId: userId });
+    expect(created).toMatchObject({ annotatorId: userId, sourceId: userId, draftedAt: null });
+    expect(await client.annotations.get(projectSlug, created.id)).toMatchObject({ annotatorId: userId, sourceId: userId });
+    expect(await client.annotations.create(projectSlug, annotation(traceId))).toMatchObject({ annotatorId: null, sourceId: "API" });
+  });
+
+  test("value must be within [0, 1] on create and on edit", async () => {
+    const { traceId } = await conversationTrace();
+    for (const value of [-0.01, 1.01]) {
+      const res = await request("POST", `/v1/projects/${projectSlug}/annotations`, annotation(traceId, { value }));
+      expect(res.status).toBe(400);
+      expect((await json(res)).error).toStartWith("value:");
+    }
+    const created = await client.annotations.create(projectSlug, annotation(traceId, { value: 1 }));
+    for (const value of [-0.01, 1.01]) {
+      const res = await request("PATCH", `/v1/projects/${projectSlug}/annotations/${created.id}`, { value });
+      expect(res.status).toBe(400);
+      expect((await json(res)).error).toStartWith("value:");
+    }
+    expect(await client.annotations.get(projectSlug, created.id)).toMatchObject({ value: 1 });
+  });
+
+  test("signalId and its alias issueId together, or an anchor both in `anchor` and at the top level, are 400s", async () => {
+    const { traceId } = await conversationTrace();
+    const both = await request("POST", `/v1/projects/${projectSlug}/annotations`, annotation(traceId, { signalId: newId(), issueId: newId() }));
+    expect(both.status).toBe(400);
+    expect((await json(both)).error).toBe("signalId: send signalId or its alias issueId, not both");
+    const twoAnchors = await request("POST", `/v1/projects/${projectSlug}/annotations`, annotation(traceId, { anchor: { messageIndex: 1 }, messageIndex: 2 }));
+    expect(twoAnchors.status).toBe(400);
+    expect((await json(twoAnchors)).error).toBe("anchor: send the anchor fields inside anchor or at the top level, not both");
+    const oneAnchor = await request("POST", `/v1/projects/${projectSlug}/annotations`, annotation(traceId, { anchor: { messageIndex: 1 } }));
+    expect(await json(oneAnchor)).toMatchObject({ metadata: { messageIndex: 1 } });
+  });
+
+  test("an annotation's trace by TraceRef filters must match exactly one trace", async () => {
+    const userId = `user-${crypto.randomUUID()}`;
+    const byUser = { by: "filters" as const, filters: { userId: [{ op: "eq" as const, value: userId }] } };
+    const none = await sdkFailure(client.annotations.create(projectSlug, annotation(newTraceId(), { trace: byUser })));
+    expect(none.statusCode).toBe(400);
+    expect(none.body.error).toBe("trace.filters: must match exactly one trace; they match 0 traces");
+    const { traceId, lastChatSpanId } = await insertScoredTrace(vigil.ctx, { organizationId: project.organizationId, projectId: project.id, userId, sessionId: "by-filters" });
+    const created = await client.annotations.create(projectSlug, annotation(newTraceId(), { trace: byUser, anchor: { messageIndex: 0 } }));
+    expect(created).toMatchObject({ traceId, spanId: lastChatSpanId, sessionId: "by-filters", metadata: { messageIndex: 0 } });
+    await insertScoredTrace(vigil.ctx, { organizationId: project.organizationId, projectId: project.id, userId });
+    const two = await sdkFailure(client.annotations.create(projectSlug, annotation(newTraceId(), { trace: byUser })));
+    expect(two.body.error).toBe("trace.filters: must match exactly one trace; they match 2 traces");
   });
 
   test("feedback must not be empty", async () => {
@@ -285,6 +328,77 @@ describe("annotations", () => {
       ].sort((a, b) => a.signalId.localeCompare(b.signalId)),
     );
     expect(await countSignalScoresPerHour(vigil.ctx.ch, { ...scope, signalIds: [signalA], to: new Date(now.getTime() - 3_000_000) })).toEqual([]);
+  });
+
+  test("a failed annotation's discovery event follows its eligibility: retracted on PATCH to passed and on delete, recorded again", async () => {
+    const { traceId } = await conversationTrace();
+    const events = (scoreId: string) =>
+      vigil.ctx.sql<{ id: string; consumed: boolean; retracted: boolean }[]>`
+        SELECT id, consumed_at IS NOT NULL AS consumed, retracted_at IS NOT NULL AS retracted
+        FROM failed_score_events WHERE score_id = ${scoreId} ORDER BY id`.then((rows) => rows.map(({ consumed, retracted }) => ({ consumed, retracted })));
+    // What signal discovery does when it has taken an event.
+    const consume = (scoreId: string) => vigil.ctx.sql`UPDATE failed_score_events SET consumed_at = now() WHERE score_id = ${scoreId} AND consumed_at IS NULL`;
+    const patch = (id: string, body: Record<string, unknown>) => client.annotations.update(projectSlug, id, body);
+    const pending = { consumed: false, retracted: false };
+
+    const created = await client.annotations.create(projectSlug, annotation(traceId));
+    expect(await events(created.id)).toEqual([pending]);
+    await patch(created.id, { passed: true });
+    expect(await events(created.id)).toEqual([]);
+    await patch(created.id, { passed: false });
+    expect(await events(created.id)).toEqual([pending]);
+
+    await consume(created.id);
+    await patch(created.id, { feedback: "Still wrong, differently" });
+    expect(await events(created.id)).toEqual([{ consumed: true, retracted: false }]);
+    await patch(created.id, { passed: true });
+    expect(await events(created.id)).toEqual([{ consumed: true, retracted: true }]);
+    await patch(created.id, { value: 0.2 });
+    expect(await events(created.id)).toEqual([{ consumed: true, retracted: true }]);
+    await patch(created.id, { passed: false });
+    expect(await events(created.id)).toEqual([{ consumed: true, retracted: true }, pending]);
+
+    await client.annotations.delete(projectSlug, created.id);
+    expect(await events(created.id)).toEqual([{ consumed: true, retracted: true }]);
+
+    const consumedThenDeleted = await client.annotations.create(projectSlug, annotation(traceId));
+    await consume(consumedThenDeleted.id);
+    await client.annotations.delete(projectSlug, consumedThenDeleted.id);
+    expect(await events(consumedThenDeleted.id)).toEqual([{ consumed: true, retracted: true }]);
+  });
+
+  test("publish, PATCH and DELETE of an unknown or another organization's annotation are 404s, in both path forms", async () => {
+    const { traceId } = await conversationTrace();
+    const own = await client.annotations.create(projectSlug, annotation(traceId));
+    const other = await bootstrapAccount(vigil.url);
+    const otherProject = await other.client.projects.get(other.account.projectSlug);
+    const otherTrace = await insertScoredTrace(vigil.ctx, { organizationId: otherProject.organizationId, projectId: otherProject.id });
+    const foreign = await other.client.annotations.create(other.account.projectSlug, annotation(otherTrace.traceId));
+
+    const ownBases = [`/v1/projects/${projectSlug}`, `/v1/organizations/${project.organizationId}/projects/${project.id}`];
+    const attempts: [string, string][] = [
+      ...ownBases.flatMap((base) => [`${base}/annotations/${newId()}`, `${base}/annotations/${foreign.id}`]).map((path) => ["own project", path] as [string, string]),
+      ["foreign organization path", `/v1/organizations/${otherProject.organizationId}/projects/${project.id}/annotations/${own.id}`],
+      ["foreign organization path", `/v1/organizations/${otherProject.organizationId}/projects/${otherProject.id}/annotations/${foreign.id}`],
+    ];
+    for (const [label, path] of attempts) {
+      for (const [method, suffix, body] of [["POST", "/publish", undefined], ["PATCH", "", { passed: true }], ["DELETE", "", undefined]] as const) {
+        const res = await request(method, path + suffix, body);
+        expect({ label, method, path, status: res.status }).toEqual({ label, method, path, status: 404 });
+      }
+    }
+    expect(await client.annotations.get(projectSlug, own.id)).toEqual(own);
+    expect(await other.client.annotations.get(other.account.projectSlug, foreign.id)).toEqual(foreign);
+  });
+
+  test("listing the annotations of an unknown trace is a 404, in both path forms", async () => {
+    const unknown = newTraceId();
+    expect((await sdkFailure(client.traces.listAnnotations(projectSlug, unknown))).statusCode).toBe(404);
+    const res = await request("GET", `/v1/organizations/${project.organizationId}/projects/${project.id}/traces/${unknown}/annotations`);
+    expect(res.status).toBe(404);
+    expect(await json(res)).toEqual({ error: "Trace not found" });
+    const { traceId } = await conversationTrace();
+    expect(await client.traces.listAnnotations(projectSlug, traceId)).toEqual({ items: [], nextCursor: null, hasMore: false });
   });
 
   test("an unknown trace is a 404; another organization's id in the path is a 404", async () => {

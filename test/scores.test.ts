@@ -1,9 +1,13 @@
 import { beforeAll, describe, expect, test } from "bun:test";
+import { join } from "node:path";
 import type { LatitudeClient } from "@latitude-data/sdk";
 import type { Vigil } from "../src/server";
+import { newId } from "../src/lib/ids";
+import { AnnotationsService } from "../src/modules/annotations/service";
+import { ScoresService } from "../src/modules/scores/service";
 import { scoreStorage } from "../src/modules/scores/storage";
 import { resolveTraceRef } from "../src/modules/scores/trace-ref";
-import { bootstrapAccount, json, sharedVigil } from "./helpers";
+import { bootstrapAccount, json, sharedVigil, testRoot } from "./helpers";
 import { insertScoredTrace } from "./fixtures/scored-traces";
 import { newSpanId, newTraceId } from "./fixtures/spans";
 import { sdkFailure } from "./sdk";
@@ -31,6 +35,15 @@ const trace = (extra: Partial<Parameters<typeof insertScoredTrace>[1]> = {}) =>
   insertScoredTrace(vigil.ctx, { organizationId: project.organizationId, projectId: project.id, ...extra });
 
 const scoreBody = (traceId: string) => ({ value: 0.25, passed: false, feedback: "Wrong tool chosen", trace: { by: "id" as const, id: traceId }, sourceId: "qa-script" });
+
+/** Trace ids of the project's traces carrying `tag` that list traces returns for these filters; the `{error}` on a 400. */
+async function tracesMatching(tag: string, filters: Record<string, { op: string; value: unknown }[]>) {
+  const res = await post(`/v1/projects/${projectSlug}/traces/list`, { filters: { tags: [{ op: "eq", value: tag }], ...filters } });
+  const body = await json(res);
+  return res.status === 200 ? body.items.map((item: { traceId: string }) => item.traceId).sort() : body.error;
+}
+const sorted = (...ids: string[]) => ids.sort();
+const eq = (value: unknown) => [{ op: "eq", value }];
 
 async function copiedScores(where: string, params: Record<string, unknown>) {
   const { ch } = vigil.ctx;
@@ -201,6 +214,49 @@ describe("scores", () => {
     );
     expect(failure.statusCode).toBe(400);
     expect(failure.body.error).toStartWith("_evaluation:");
+    const flat = { traceId, value: 0.5, passed: true, feedback: "ok", source_id: "a".repeat(24), metadata: { evaluationHash: "h" } };
+    for (const path of [`/v1/projects/${projectSlug}/scores`, `/v1/organizations/${project.organizationId}/projects/${project.id}/scores`]) {
+      const res = await post(path, { ...flat, _evaluation: true });
+      expect({ path, status: res.status, error: (await json(res)).error }).toEqual({ path, status: 400, error: expect.stringMatching(/^_evaluation:/) });
+    }
+    expect((await post(`/v1/projects/${projectSlug}/scores`, { ...flat, _evaluation: "yes" })).status).toBe(400);
+    expect((await post(`/v1/projects/${projectSlug}/scores`, { ...flat, _evaluation: false })).status).toBe(201);
+  });
+
+  test("the machine-readable body on the organization route", async () => {
+    const { traceId, lastChatSpanId } = await trace({ sessionId: "org-route" });
+    for (const projectRef of [project.id, projectSlug]) {
+      const res = await post(`/v1/organizations/${project.organizationId}/projects/${projectRef}/scores`, { ...scoreBody(traceId), tokens: 3 });
+      expect(res.status).toBe(201);
+      expect(await json(res)).toMatchObject({ traceId, spanId: lastChatSpanId, sessionId: "org-route", source: "custom", sourceId: "qa-script", tokens: 3 });
+    }
+  });
+
+  test("a flat-form spanId must be a span of the trace", async () => {
+    const { traceId, rootSpanId } = await trace();
+    const other = await trace();
+    const flat = { traceId, value: 1, passed: true, feedback: "ok", source_id: "x" };
+    for (const spanId of [newSpanId(), other.lastChatSpanId]) {
+      const res = await post(`/v1/projects/${projectSlug}/scores`, { ...flat, spanId });
+      expect(res.status).toBe(400);
+      expect((await json(res)).error).toBe(`spanId: trace ${traceId} has no span ${spanId}`);
+    }
+    const upper = await post(`/v1/projects/${projectSlug}/scores`, { ...flat, spanId: rootSpanId.toUpperCase() });
+    expect(upper.status).toBe(201);
+    expect(await json(upper)).toMatchObject({ spanId: rootSpanId });
+  });
+
+  test("a trace's session id longer than 128 characters is not lifted: the score's sessionId is null", async () => {
+    const { traceId } = await trace({ sessionId: "s".repeat(200) });
+    expect(await client.scores.create(projectSlug, { body: scoreBody(traceId) })).toMatchObject({ traceId, sessionId: null });
+    const flat = await post(`/v1/projects/${projectSlug}/scores`, { traceId, value: 1, passed: true, feedback: "ok", source_id: "x" });
+    expect(flat.status).toBe(201);
+    expect(await json(flat)).toMatchObject({ traceId, sessionId: null });
+    const annotation = await client.annotations.create(projectSlug, { value: 0, passed: false, feedback: "long session", trace: { by: "id", id: traceId } });
+    expect(annotation).toMatchObject({ traceId, sessionId: null });
+
+    const longest = await trace({ sessionId: "s".repeat(128) });
+    expect(await client.scores.create(projectSlug, { body: scoreBody(longest.traceId) })).toMatchObject({ sessionId: "s".repeat(128) });
   });
 
   test("an unknown trace is a 404; another organization's ids are 404s", async () => {
@@ -253,12 +309,7 @@ describe("scores", () => {
     await client.scores.create(projectSlug, { body: { ...scoreBody(passing.traceId), sourceId, value: 0.9, passed: true } });
     await scoreStorage(vigil.ctx).copier.drain();
 
-    const matching = async (filters: Record<string, { op: string; value: unknown }[]>) => {
-      const res = await post(`/v1/projects/${projectSlug}/traces/list`, { filters: { tags: [{ op: "eq", value: tag }], ...filters } });
-      const body = await json(res);
-      return res.status === 200 ? body.items.map((item: { traceId: string }) => item.traceId).sort() : body.error;
-    };
-    const sorted = (...ids: string[]) => ids.sort();
+    const matching = (filters: Record<string, { op: string; value: unknown }[]>) => tracesMatching(tag, filters);
     expect(await matching({ "score.passed": [{ op: "eq", value: false }] })).toEqual([failing.traceId]);
     expect(await matching({ "score.passed": [{ op: "eq", value: true }] })).toEqual([passing.traceId]);
     expect(await matching({ "score.errored": [{ op: "eq", value: true }] })).toEqual([failing.traceId]);
@@ -268,7 +319,6 @@ describe("scores", () => {
     expect(await matching({ "score.source": [{ op: "eq", value: "annotation" }] })).toEqual([]);
     expect(await matching({ "score.sourceId": [{ op: "in", value: [sourceId] }], "score.value": [{ op: "lt", value: 0.5 }] })).toEqual([failing.traceId]);
     expect(await matching({ "score.sourceId": [{ op: "neq", value: sourceId }] })).toEqual([unscored.traceId]);
-    expect(await matching({ "score.annotatorId": [{ op: "eq", value: "nobody" }] })).toEqual([]);
     expect(await matching({ "score.signalId": [{ op: "notIn", value: ["x"] }], "score.simulationId": [{ op: "eq", value: "" }] })).toEqual(sorted(failing.traceId, passing.traceId));
     expect(await matching({ "score.flavour": [{ op: "eq", value: "x" }] })).toBe("filters.score.flavour: unknown filter field");
     expect(await matching({ "score.source": [{ op: "eq", value: "robot" }] })).toStartWith("filters.score.source[0].value must be one of");
@@ -281,9 +331,49 @@ describe("scores", () => {
     expect(viaTraceRef.traceId).toBe(failing.traceId);
   });
 
+  test("score.annotatorId, score.signalId and score.simulationId match published scores only, drafts excluded", async () => {
+    const tag = `ids-${crypto.randomUUID()}`;
+    const tagged = () => trace({ tags: [tag] });
+    const [annotated, userScored, simulated, drafted] = [await tagged(), await tagged(), await tagged(), await tagged()];
+    const [userId, signalId, draftSignalId, simulationId] = [newId(), newId(), newId(), newId()];
+    await vigil.ctx.sql`INSERT INTO users (id, email) VALUES (${userId}, ${`${userId}@example.com`})`;
+    const user = { organizationId: project.organizationId, kind: "oauth" as const, apiKeyId: null, userId };
+    await client.annotations.create(projectSlug, { value: 0, passed: false, feedback: "Wrong answer", trace: { by: "id", id: annotated.traceId }, signalId });
+    await new ScoresService(vigil.ctx).createCustom(user, project.id, { ...scoreBody(userScored.traceId), passed: true });
+    await client.scores.create(projectSlug, { body: { ...scoreBody(simulated.traceId), simulationId } });
+    const draft = await new AnnotationsService(vigil.ctx).createSystemDraft({
+      organizationId: project.organizationId,
+      projectId: project.id,
+      traceId: drafted.traceId,
+      value: 0,
+      passed: false,
+      feedback: "flagged",
+      signalId: draftSignalId,
+    });
+    const { copier } = scoreStorage(vigil.ctx);
+    await copier.drain();
+
+    const matching = (filters: Record<string, { op: string; value: unknown }[]>) => tracesMatching(tag, filters);
+    expect(await matching({ "score.annotatorId": eq(userId) })).toEqual([userScored.traceId]);
+    expect(await matching({ "score.annotatorId": [{ op: "neq", value: userId }] })).toEqual(sorted(annotated.traceId, simulated.traceId, drafted.traceId));
+    expect(await matching({ "score.signalId": eq(signalId) })).toEqual([annotated.traceId]);
+    expect(await matching({ "score.simulationId": eq(simulationId) })).toEqual([simulated.traceId]);
+    expect(await matching({ "score.simulationId": [{ op: "in", value: [simulationId, signalId] }] })).toEqual([simulated.traceId]);
+    expect(await matching({ "score.signalId": eq(draftSignalId) })).toEqual([]);
+    expect(await matching({ "score.passed": eq(false) })).toEqual(sorted(annotated.traceId, simulated.traceId));
+
+    expect((await post(`/v1/projects/${projectSlug}/annotations/${draft.id}/publish`, {})).status).toBe(200);
+    await copier.drain();
+    expect(await matching({ "score.signalId": eq(draftSignalId) })).toEqual([drafted.traceId]);
+    expect(await matching({ "score.passed": eq(false) })).toEqual(sorted(annotated.traceId, simulated.traceId, drafted.traceId));
+  });
+
   test("the ClickHouse copy lands through the outbox, and a rebuild changes nothing", async () => {
     const { traceId } = await trace();
     const score = await client.scores.create(projectSlug, { body: scoreBody(traceId) });
+    // A deleted row stays in PostgreSQL and becomes a tombstone in the copy, which FINAL hides.
+    const deleted = await client.annotations.create(projectSlug, { value: 0, passed: false, feedback: "withdrawn", trace: { by: "id", id: traceId } });
+    await client.annotations.delete(projectSlug, deleted.id);
     const { copier } = scoreStorage(vigil.ctx);
     await copier.drain();
     const [copy] = await copiedScores("id = {id:String}", { id: score.id });
@@ -300,17 +390,23 @@ describe("scores", () => {
       version: 1,
       drafted_at: null,
     });
-    const { ch } = vigil.ctx;
-    const countAll = async () => {
-      const result = await ch.client.query({ query: `SELECT count() AS n FROM ${ch.database}.scores FINAL`, format: "JSONEachRow" });
+    const { ch, sql } = vigil.ctx;
+    const copiedInProject = async () => {
+      const result = await ch.client.query({
+        query: `SELECT count() AS n FROM ${ch.database}.scores FINAL WHERE project_id = {projectId:String}`,
+        query_params: { projectId: project.id },
+        format: "JSONEachRow",
+      });
       return (await result.json<{ n: number }>())[0]!.n;
     };
-    const before = await countAll();
-    const [{ total }] = await vigil.ctx.sql<{ total: number }[]>`SELECT count(*)::int AS total FROM scores`;
-    expect(before).toBe(total);
+    const [{ live }] = await sql<{ live: number }[]>`SELECT count(*)::int AS live FROM scores WHERE project_id = ${project.id} AND deleted_at IS NULL`;
+    expect(await copiedInProject()).toBe(live);
+    // Every row is copied again, deleted ones included, so that the copy learns of the deletion.
+    const [{ total }] = await sql<{ total: number }[]>`SELECT count(*)::int AS total FROM scores`;
     expect(await copier.rebuild()).toBe(total);
     expect(await copier.rebuild()).toBe(total);
-    expect(await countAll()).toBe(before);
+    expect(await copiedInProject()).toBe(live);
+    expect(await copiedScores("id = {id:String}", { id: deleted.id })).toEqual([]);
     expect((await copiedScores("id = {id:String}", { id: score.id }))[0]).toEqual(copy!);
   });
 
@@ -324,6 +420,39 @@ describe("scores", () => {
     expect(await copiedScores("id = {id:String}", { id: score.id })).toHaveLength(0);
     await copier.rebuild();
     expect(await copiedScores("id = {id:String}", { id: score.id })).toHaveLength(1);
+  });
+
+  test("`bun run rebuild-score-copy` rebuilds a lost ClickHouse copy from PostgreSQL", async () => {
+    const { traceId } = await trace();
+    const score = await client.scores.create(projectSlug, { body: scoreBody(traceId) });
+    // The command's own data directory: a fresh chdb engine, so its ClickHouse copy starts out lost.
+    const dataDir = join(testRoot, `cli-${crypto.randomUUID()}`);
+    const env = { ...process.env, DATA_DIR: dataDir, CHDB_PATH: join(dataDir, "ch"), CLICKHOUSE_URL: "", CLICKHOUSE_DATABASE: "rebuilt" };
+    const run = async (cmd: string[], extraEnv: Record<string, string> = {}) => {
+      const proc = Bun.spawn(cmd, { cwd: join(import.meta.dir, ".."), env: { ...env, ...extraEnv }, stdout: "pipe", stderr: "pipe" });
+      const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+      return { code, stdout: stdout.trim(), stderr: stderr.trim() };
+    };
+
+    const [{ total }] = await vigil.ctx.sql<{ total: number }[]>`SELECT count(*)::int AS total FROM scores`;
+    const rebuilt = await run(["bun", "run", "rebuild-score-copy"], { DATABASE_URL: vigil.ctx.config.databaseUrl!, LOG_LEVEL: "warn" });
+    expect(rebuilt).toEqual({ code: 0, stdout: `rebuilt the ClickHouse copy of ${total} scores`, stderr: expect.any(String) });
+
+    const read = await run([
+      "bun",
+      "-e",
+      `const { Session } = require("chdb");
+       const session = new Session(${JSON.stringify(join(dataDir, "ch"))});
+       process.stdout.write(session.query("SELECT id, trace_id, source_id, deleted FROM rebuilt.scores FINAL WHERE id = '${score.id}'", "JSONEachRow"));
+       session.cleanup();`,
+    ]);
+    expect(JSON.parse(read.stdout)).toEqual({ id: score.id, trace_id: traceId, source_id: "qa-script", deleted: 0 });
+
+    const badConfig = await run(["bun", "run", "src/cli.ts", "rebuild-score-copy"], { DATABASE_URL: "mysql://nowhere" });
+    expect(badConfig).toMatchObject({ code: 2, stderr: "vigil: invalid configuration: DATABASE_URL must use postgres or postgresql, got mysql" });
+    const unknown = await run(["bun", "run", "src/cli.ts", "rebuild-everything"]);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain("rebuild-score-copy");
   });
 
   test("published failed scores with feedback are recorded for discovery; passed, errored and blank ones are not", async () => {

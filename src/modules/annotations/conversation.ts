@@ -1,19 +1,19 @@
 import type { ClickHouseStore } from "../../db/clickhouse";
 import type { GenAiMessage } from "../traces/model";
 import { conversationOf } from "../traces/rows";
-import type { ScoredTrace } from "../scores/trace-ref";
+import { traceSpansWhere, type ScoredTrace } from "../scores/trace-ref";
 
 /** TraceDetail.conversation of a trace: what annotation anchors index into. */
 export async function loadConversation(ch: ClickHouseStore, organizationId: string, projectId: string, trace: ScoredTrace): Promise<GenAiMessage[]> {
   if (!trace.lastLlmSpanId) return [];
+  const spans = traceSpansWhere(organizationId, projectId, trace);
   const result = await ch.client.query({
     query: `
       SELECT system_instructions, input_messages, output_messages
       FROM ${ch.database}.spans FINAL
-      WHERE organization_id = {organizationId:String} AND project_id = {projectId:String}
-        AND trace_id = {traceId:String} AND span_id = {spanId:String}
+      WHERE ${spans.where} AND span_id = {spanId:String}
       LIMIT 1`,
-    query_params: { organizationId, projectId, traceId: trace.traceId, spanId: trace.lastLlmSpanId },
+    query_params: { ...spans.params, spanId: trace.lastLlmSpanId },
     format: "JSONEachRow",
   });
   const [span] = await result.json<{ system_instructions: string; input_messages: string; output_messages: string }>();

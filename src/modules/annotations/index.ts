@@ -30,7 +30,8 @@ const create = {
     summary: "Create an annotation",
     description:
       "A published human annotation on the trace named by `trace` (or its alias `traceId`), optionally anchored to a message, part and " +
-      "character range of the trace's conversation. `issueId` is an alias of `signalId`.",
+      "character range of the trace's conversation, given in `anchor` or as top-level fields (not both: 400). " +
+      "`issueId` is an alias of `signalId`. `sourceId` is \"API\" for an API key and the user's id for a user credential.",
   },
 };
 const get = { response: Annotation, detail: { summary: "Get an annotation" } };
@@ -40,7 +41,7 @@ const publish = { response: Annotation, detail: { summary: "Publish a drafted an
 const listByTrace = {
   query: PageQuery,
   response: Paginated(Annotation),
-  detail: { summary: "List a trace's annotations", description: "Newest first, drafts included." },
+  detail: { summary: "List a trace's annotations", description: "Newest first, drafts included. 404 for an unknown trace." },
 };
 
 /** Annotations, under `/v1/projects/{projectSlug}` and the spec's organization-scoped path. */
@@ -110,12 +111,12 @@ export const annotationsModule = (ctx: Context) => {
     )
     .get(
       "/v1/projects/:projectSlug/traces/:traceId/annotations",
-      async ({ principal, params, query }) => annotations.listByTrace(await projectOf(principal, params.projectSlug), params.traceId, query),
+      async ({ principal, params, query }) => annotations.listByTrace(principal.organizationId, await projectOf(principal, params.projectSlug), params.traceId, query),
       { ...listByTrace, params: TraceParams },
     )
     .get(
       "/v1/organizations/:organizationId/projects/:projectId/traces/:traceId/annotations",
-      async ({ principal, params, query }) => annotations.listByTrace(await organizationProjectOf(principal, params), params.traceId, query),
+      async ({ principal, params, query }) => annotations.listByTrace(principal.organizationId, await organizationProjectOf(principal, params), params.traceId, query),
       { ...listByTrace, params: OrganizationTraceParams },
     )
     .get(

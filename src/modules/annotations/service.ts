@@ -6,12 +6,12 @@ import type { Principal } from "../auth/service";
 import { presentScoreFields } from "../scores/service";
 import { scoreStorage } from "../scores/storage";
 import type { ScoreRecord, ScoreStore } from "../scores/store";
-import { resolveTraceRef, type ScoredTrace } from "../scores/trace-ref";
+import { findScoredTrace, resolveTraceRef, type ScoredTrace } from "../scores/trace-ref";
 import { checkAnchorInConversation, checkAnchorShape } from "./anchor";
 import { loadConversation } from "./conversation";
 import type { Annotation, AnnotationAnchor, CreateAnnotationBody, UpdateAnnotationBody } from "./model";
 
-/** The `sourceId` sentinels of annotations made through the API and by Vigil's own writers. */
+/** The `sourceId` sentinels of annotations made with an API key and by Vigil's own writers. */
 const apiSource = "API";
 const systemSource = "SYSTEM";
 
@@ -53,7 +53,10 @@ export class AnnotationsService {
     this.store = scoreStorage(ctx).store;
   }
 
-  /** A published annotation by an API caller: `sourceId` "API", attributed to the user of a user credential. */
+  /**
+   * A published annotation by an API caller. A user credential authors it: `sourceId` and
+   * `annotatorId` are the user's id. An API key has no user: `sourceId` is "API".
+   */
   async create(principal: Principal, projectId: string, body: CreateAnnotationBody): Promise<Annotation> {
     if (!body.feedback.trim()) throw badRequest("feedback: must not be blank");
     const traceRef = aliased("trace", "traceId", body.trace, body.traceId === undefined ? undefined : { by: "id" as const, id: body.traceId });
@@ -67,7 +70,7 @@ export class AnnotationsService {
     }
     const record = await this.store.insert({
       ...this.annotationOn(trace, principal.organizationId, projectId),
-      sourceId: apiSource,
+      sourceId: principal.userId ?? apiSource,
       simulationId: body.simulationId ?? null,
       signalId,
       value: body.value,
@@ -127,12 +130,16 @@ export class AnnotationsService {
     return presentAnnotation(record);
   }
 
-  /** A trace's annotations, drafts included, newest first. */
-  async listByTrace(projectId: string, traceId: string, query: { cursor?: string; limit?: number }): Promise<Page<Annotation>> {
+  /** A trace's annotations, drafts included, newest first; 404 for a trace that is not stored. */
+  async listByTrace(organizationId: string, projectId: string, traceId: string, query: { cursor?: string; limit?: number }): Promise<Page<Annotation>> {
     const limit = pageLimit(query.limit);
     const after = query.cursor ? decodeCursor(query.cursor, 2) : null;
     if (after && !/^\d+$/.test(after[0]!)) throw badRequest("cursor: is not a cursor returned by this list");
-    const rows = await this.store.pageByTrace(projectId, traceId.toLowerCase(), "annotation", limit + 1, after && { createdAtMicros: after[0]!, id: after[1]! });
+    const [trace, rows] = await Promise.all([
+      findScoredTrace(this.ctx.ch, organizationId, projectId, traceId),
+      this.store.pageByTrace(projectId, traceId.toLowerCase(), "annotation", limit + 1, after && { createdAtMicros: after[0]!, id: after[1]! }),
+    ]);
+    if (!trace) throw notFound("Trace");
     return toPage(rows, limit, (row) => presentAnnotation(row.record), (row) => [row.key.createdAtMicros, row.key.id]);
   }
 

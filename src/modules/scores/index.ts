@@ -24,7 +24,8 @@ const create = {
     summary: "Create a custom score",
     description:
       "Attach a score to a trace, by `trace` (TraceRef: id, or filters matching exactly one trace) or by the flat form's `traceId`. " +
-      "`spanId` defaults to the trace's last LLM-completion span and `sessionId` to the trace's session.",
+      "`spanId` must be a span of the trace and defaults to its last LLM-completion span; `sessionId` defaults to the trace's session " +
+      "(null when that is longer than 128 characters). `_evaluation: true` is internal and rejected in both body forms.",
   },
 };
 

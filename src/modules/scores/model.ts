@@ -17,6 +17,9 @@ export const TraceRef = t.Union([TraceRefById, TraceRefByFilters], {
 });
 export type TraceRef = Static<typeof TraceRef>;
 
+/** SPEC.md §2: a score's `sessionId` is at most 128 characters. */
+export const maxSessionIdLength = 128;
+
 const Value = t.Number({ minimum: 0, maximum: 1, description: "Normalized score in [0, 1]; higher is better" });
 const Metadata = t.Record(t.String(), t.Unknown());
 
@@ -42,8 +45,9 @@ export const FlatScoreBody = t.Object({
   feedback: t.String(),
   source_id: t.String({ minLength: 1, maxLength: 128 }),
   spanId: t.Optional(SpanId),
-  sessionId: t.Optional(t.String({ minLength: 1, maxLength: 128 })),
+  sessionId: t.Optional(t.String({ minLength: 1, maxLength: maxSessionIdLength })),
   metadata: t.Optional(Metadata),
+  _evaluation: t.Optional(t.Boolean({ description: "Internal; must be omitted or false" })),
 });
 
 export const CreateScoreBody = t.Union([CustomScoreBody, FlatScoreBody]);

@@ -5,7 +5,7 @@ import type { Principal } from "../auth/service";
 import type { CustomScoreBody, FlatScoreBody, Score, TraceRef } from "./model";
 import { scoreStorage } from "./storage";
 import type { ScoreRecord, ScoreStore } from "./store";
-import { resolveTraceRef } from "./trace-ref";
+import { resolveTraceRef, traceHasSpan } from "./trace-ref";
 
 const isoOrNull = (date: Date | null) => (date ? date.toISOString() : null);
 
@@ -56,9 +56,9 @@ interface CustomScoreInput {
 }
 
 function customScoreInput(body: CustomScoreBody | FlatScoreBody): CustomScoreInput {
+  if (body._evaluation) throw badRequest("_evaluation: evaluation scores are written by Vigil itself; omit it or send false");
   const common = { value: body.value, passed: body.passed, feedback: body.feedback, metadata: body.metadata ?? {} };
   if ("trace" in body) {
-    if (body._evaluation) throw badRequest("_evaluation: evaluation scores are written by Vigil itself; omit it or send false");
     return {
       ...common,
       trace: body.trace,
@@ -97,6 +97,9 @@ export class ScoresService {
   async createCustom(principal: Principal, projectId: string, body: CustomScoreBody | FlatScoreBody): Promise<Score> {
     const input = customScoreInput(body);
     const trace = await resolveTraceRef(this.ctx.ch, principal.organizationId, projectId, input.trace);
+    if (input.spanId && !(await traceHasSpan(this.ctx.ch, principal.organizationId, projectId, trace, input.spanId))) {
+      throw badRequest(`spanId: trace ${trace.traceId} has no span ${input.spanId}`);
+    }
     const record = await this.store.insert({
       id: newId(),
       organizationId: principal.organizationId,

@@ -60,9 +60,14 @@ interface ScoreRow {
   metadata: Record<string, unknown>;
   annotator_id: string | null;
   drafted_at: Date | null;
+  deleted_at: Date | null;
   created_at: Date;
   updated_at: Date;
 }
+
+/** SIGNALS.md's discovery eligibility; "not yet linked" is for discovery itself to judge. */
+const eligibleForDiscovery = (row: ScoreRow) =>
+  row.deleted_at === null && row.drafted_at === null && !row.passed && row.error === null && row.feedback.trim() !== "";
 
 const toRecord = (row: ScoreRow): ScoreRecord => ({
   id: row.id,
@@ -97,8 +102,14 @@ export interface TracePageKey {
 
 /**
  * PostgreSQL `scores`, the source of truth for scores and annotations. Every write also enqueues the
- * ClickHouse copy (score_copy_outbox) and, when the score became a published failure, its event for
- * signal discovery (failed_score_events), in the same transaction.
+ * ClickHouse copy (score_copy_outbox) and keeps the score's event for signal discovery
+ * (failed_score_events) in step with its eligibility, in the same transaction:
+ * - eligible and without a live event: a pending event is recorded (again, if an earlier one was
+ *   consumed and then retracted);
+ * - no longer eligible: a pending event is deleted, since discovery never saw it; a consumed one is
+ *   marked `retracted_at`, so discovery can take the score out of its signal.
+ * Writers lock the score row before its events. A consumer that also updates scores claims with
+ * `FOR UPDATE OF <events>, <scores> SKIP LOCKED`, so it never waits on a writer and the two cannot deadlock.
  */
 export class ScoreStore {
   constructor(
@@ -183,12 +194,15 @@ export class ScoreStore {
       const changed = await change(tx);
       if (!changed) return changed;
       await tx`INSERT INTO score_copy_outbox (score_id) VALUES (${changed.id})`;
-      await tx`
-        INSERT INTO failed_score_events (score_id, organization_id, project_id)
-        SELECT id, organization_id, project_id FROM scores
-        WHERE id = ${changed.id} AND deleted_at IS NULL AND drafted_at IS NULL
-          AND NOT passed AND error IS NULL AND btrim(feedback) <> ''
-        ON CONFLICT (score_id) DO NOTHING`;
+      if (eligibleForDiscovery(changed)) {
+        await tx`
+          INSERT INTO failed_score_events (score_id, organization_id, project_id)
+          VALUES (${changed.id}, ${changed.organization_id}, ${changed.project_id})
+          ON CONFLICT (score_id) WHERE retracted_at IS NULL DO NOTHING`;
+      } else {
+        await tx`DELETE FROM failed_score_events WHERE score_id = ${changed.id} AND consumed_at IS NULL`;
+        await tx`UPDATE failed_score_events SET retracted_at = now() WHERE score_id = ${changed.id} AND retracted_at IS NULL`;
+      }
       return changed;
     });
     if (row) this.onCommitted();

@@ -5,7 +5,7 @@ import { describeValueError } from "../../lib/validation";
 import { compileTraceFilters, validateTraceFilters, type FilterSet } from "../traces/filters";
 import { QueryParams } from "../traces/params";
 import { bindScope, traceRelationSql } from "../traces/relation";
-import { TraceRefByFilters, TraceRefById, type TraceRef } from "./model";
+import { maxSessionIdLength, TraceRefByFilters, TraceRefById, type TraceRef } from "./model";
 
 /**
  * Checks a TraceRef against the variant its `by` names, so a 400 says which field of which variant
@@ -22,24 +22,50 @@ export function checkTraceRefShape(ref: unknown, field = "trace"): void {
 /** What a score takes from the trace it is attached to. */
 export interface ScoredTrace {
   traceId: string;
+  /** The trace's session; null when it has none or when it is longer than a score's `sessionId` may be. */
   sessionId: string | null;
   /** The trace's last LLM-completion span: where a score pins when no span is given. */
   lastLlmSpanId: string | null;
+  /** First span start and last span end (ClickHouse DateTime64(9) text): the range holding its spans. */
+  startTime: string;
+  endTime: string;
 }
 
 export async function findScoredTrace(ch: ClickHouseStore, organizationId: string, projectId: string, traceId: string): Promise<ScoredTrace | null> {
   const result = await ch.client.query({
     query: `
-      SELECT trace_id, any(session_id) AS session_id, argMaxMerge(last_llm_span_id) AS last_llm_span_id
+      SELECT trace_id, any(session_id) AS session_id, argMaxMerge(last_llm_span_id) AS last_llm_span_id,
+        toString(min(start_time)) AS start_time, toString(max(end_time)) AS end_time
       FROM ${ch.database}.traces
       WHERE organization_id = {organizationId:String} AND project_id = {projectId:String} AND trace_id = {traceId:String}
       GROUP BY trace_id`,
     query_params: { organizationId, projectId, traceId: traceId.toLowerCase() },
     format: "JSONEachRow",
   });
-  const [row] = await result.json<{ trace_id: string; session_id: string | null; last_llm_span_id: string }>();
+  const [row] = await result.json<{ trace_id: string; session_id: string | null; last_llm_span_id: string; start_time: string; end_time: string }>();
   if (!row) return null;
-  return { traceId: row.trace_id, sessionId: row.session_id || null, lastLlmSpanId: row.last_llm_span_id || null };
+  // A longer session id cannot be stored on a score, and a truncated one would name another session.
+  const sessionId = row.session_id && row.session_id.length <= maxSessionIdLength ? row.session_id : null;
+  return { traceId: row.trace_id, sessionId, lastLlmSpanId: row.last_llm_span_id || null, startTime: row.start_time, endTime: row.end_time };
+}
+
+/** Conditions and parameters selecting one trace's spans through the `spans` sort key: tenant, time range, then id. */
+export function traceSpansWhere(organizationId: string, projectId: string, trace: ScoredTrace) {
+  return {
+    where: `organization_id = {organizationId:String} AND project_id = {projectId:String}
+      AND start_time BETWEEN {traceStart:DateTime64(9, 'UTC')} AND {traceEnd:DateTime64(9, 'UTC')} AND trace_id = {traceId:String}`,
+    params: { organizationId, projectId, traceStart: trace.startTime, traceEnd: trace.endTime, traceId: trace.traceId },
+  };
+}
+
+export async function traceHasSpan(ch: ClickHouseStore, organizationId: string, projectId: string, trace: ScoredTrace, spanId: string): Promise<boolean> {
+  const spans = traceSpansWhere(organizationId, projectId, trace);
+  const result = await ch.client.query({
+    query: `SELECT 1 FROM ${ch.database}.spans WHERE ${spans.where} AND span_id = {spanId:String} LIMIT 1`,
+    query_params: { ...spans.params, spanId },
+    format: "JSONEachRow",
+  });
+  return (await result.json()).length > 0;
 }
 
 /** Counting stops here: "more than 1000" says enough about a filter set that should match one trace. */

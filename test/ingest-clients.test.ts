@@ -554,12 +554,15 @@ describe("Vercel AI SDK wrapper spans", () => {
     const tracer = provider.getTracer("ai");
     const usage = { "ai.usage.promptTokens": 1000, "ai.usage.completionTokens": 100 };
     const model = { "ai.model.provider": "openai.chat", "ai.model.id": "gpt-4o" };
+    const started = Date.now() - 5_000;
     const wrapper = tracer.startSpan("ai.generateText", {
+      startTime: started,
       attributes: { "ai.operationId": "ai.generateText", ...model, ...usage, "ai.prompt": JSON.stringify({ prompt: "Hi!" }), "ai.response.text": "Hello there." },
     });
     const step = tracer.startSpan(
       "ai.generateText.doGenerate",
       {
+        startTime: started + 10,
         attributes: {
           "ai.operationId": "ai.generateText.doGenerate",
           ...model,
@@ -574,8 +577,8 @@ describe("Vercel AI SDK wrapper spans", () => {
       },
       trace.setSpan(context.active(), wrapper),
     );
-    step.end();
-    wrapper.end();
+    step.end(started + 900);
+    wrapper.end(started + 1_000);
     const traceId = wrapper.spanContext().traceId;
     const otlp = new ProtoTraceExporter({ url: `${vigil.url}/v1/traces`, headers: { Authorization: `Bearer ${account.apiKey}`, "X-Latitude-Project": account.slug } });
     try {

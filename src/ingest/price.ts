@@ -42,8 +42,27 @@ function insert(root: PriceNode, model: string, price: ModelPrice): void {
   node.price ??= price;
 }
 
-/** A listed name matches a longer model name only up to one of these (`gpt-4` must not price `gpt-4o`). */
-const isNameBoundary = (char: string | undefined) => char === undefined || char === "-" || char === ":" || char === "@" || char === "_";
+/**
+ * A listed name prices a longer model name only up to one of these (`gpt-4` must not price `gpt-4o`);
+ * `[` opens Claude Code's context suffix (`claude-opus-4-6[1m]`). A dot is not one: it continues a version
+ * number, and a dotted version the table lacks gets no price rather than its family's, which is often
+ * several times off (`gpt-5` is $1.25 per 1M input tokens, `gpt-5.5` $5).
+ */
+const NAME_BOUNDARIES = new Set(["-", ":", "@", "_", "["]);
+/**
+ * After a name ending in a digit, a dash and a one- or two-digit segment is a minor version (`claude-opus-4-7`,
+ * `grok-4-1-fast`): another model, so `claude-opus-4` must not price it. `-0` (`claude-opus-4-0`) names the
+ * same model, and longer numbers are dates (`claude-opus-4-20250514`, `grok-4-0709`).
+ */
+const DASHED_MINOR_VERSION = /^-[1-9]\d?(?=[-:@_[]|$)/;
+const isDigit = (char: string) => char >= "0" && char <= "9";
+
+/** Whether a listed name that is `model`'s first `length` characters names `model` or a snapshot of it. */
+function endsListedName(model: string, length: number): boolean {
+  if (length === model.length) return true;
+  if (!NAME_BOUNDARIES.has(model[length])) return false;
+  return !(isDigit(model[length - 1]) && DASHED_MINOR_VERSION.test(model.slice(length)));
+}
 
 /** Price of the longest listed name that prefixes `model` at a name boundary. O(model length). */
 function longestPrefix(root: PriceNode, model: string): ModelPrice | undefined {
@@ -51,7 +70,7 @@ function longestPrefix(root: PriceNode, model: string): ModelPrice | undefined {
   let found: ModelPrice | undefined;
   for (let i = 0; node && i < model.length; i++) {
     node = node.children.get(model[i]);
-    if (node?.price && isNameBoundary(model[i + 1])) found = node.price;
+    if (node?.price && endsListedName(model, i + 1)) found = node.price;
   }
   return found;
 }
@@ -77,20 +96,24 @@ for (const [provider, models] of Object.entries(pricingTable.providers as Record
   providerPrices.set(provider, root);
 }
 
-const CLOUD_REGION_PREFIX = /^(us|eu|apac|global)\./;
+const CLOUD_REGION_PREFIX = /^(us|us-gov|eu|apac|jp|au|global)\./;
 const VENDOR_PREFIX = /^(anthropic|meta|mistral|amazon|cohere|ai21|deepseek|openai|google|xai)\./;
-const LLAMA_VERSION = /^llama-?(\d)(?:[.-](\d)(?=[-:_]|$))?/;
+/** Fireworks writes versions with a `p`: `deepseek-v3p2`, `llama-v3p3-70b-instruct`. */
+const FIREWORKS_VERSION = /(^|-)v(\d+)p(\d+)(?=-|$)/;
+const LLAMA_VERSION = /^llama-?v?(\d)(?:[.-](\d)(?=[-:_]|$))?/;
 
 /**
  * The model name as the table lists it: lowercase, without a path (`openai/gpt-4o`, `models/gemini-…`),
  * Bedrock region and vendor prefixes (`us.anthropic.claude-…`), with dotted Claude versions dashed
- * (`claude-3.5-sonnet`) and Llama versions dotted (`llama3-1-70b` → `llama-3.1-70b`).
+ * (`claude-3.5-sonnet`), Fireworks versions dotted (`deepseek-v3p2`) and Llama versions dotted
+ * (`llama3-1-70b` → `llama-3.1-70b`).
  */
 export function canonicalModelName(model: string): string {
   let name = model.trim().toLowerCase();
   name = name.slice(name.lastIndexOf("/") + 1);
   name = name.replace(CLOUD_REGION_PREFIX, "").replace(VENDOR_PREFIX, "");
   if (name.startsWith("claude")) name = name.replace(/(\d)\.(\d)/g, "$1-$2");
+  name = name.replace(FIREWORKS_VERSION, "$1v$2.$3");
   return name.replace(LLAMA_VERSION, (_match, major: string, minor?: string) => (minor ? `llama-${major}.${minor}` : `llama-${major}`));
 }
 

@@ -1,4 +1,7 @@
+import { accessSync, constants, mkdirSync } from "node:fs";
+import { BlockList, isIP } from "node:net";
 import { resolve } from "node:path";
+import { addAddressRange } from "./lib/net";
 
 export interface Config {
   port: number;
@@ -23,6 +26,8 @@ export interface Config {
   otlpGrpcPort: number;
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
   bootstrapRateLimitPerHour: number;
+  /** Peers whose `X-Forwarded-For` names the client (TRUSTED_PROXIES); null trusts no one. */
+  trustedProxies: BlockList | null;
   ingest: {
     maxBodyBytes: number;
     maxDecompressedBytes: number;
@@ -77,11 +82,50 @@ function identifierVar(env: Env, name: string, fallback: string | null): string 
   return raw;
 }
 
+const hostLabel = /^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;
+
+function hostVar(env: Env, name: string, fallback: string): string {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const isHostName = raw.length <= 253 && !/^[\d.]+$/.test(raw) && raw.split(".").every((label) => hostLabel.test(label));
+  if (isIP(raw) === 0 && !isHostName) throw new ConfigError(`${name} must be an IP address or a host name, got "${raw}"`);
+  return raw;
+}
+
+/** The directory a variable names, created when missing; it must be writable. */
+function writableDirectory(name: string, value: string): string {
+  const path = resolve(value);
+  try {
+    mkdirSync(path, { recursive: true });
+    accessSync(path, constants.W_OK);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const reason =
+      code === "EEXIST" || code === "ENOTDIR"
+        ? "is not a directory"
+        : code === "EACCES" || code === "EPERM" || code === "EROFS"
+          ? "is not writable"
+          : `cannot be created (${code})`;
+    throw new ConfigError(`${name} must be a writable directory: ${path} ${reason}`);
+  }
+  return path;
+}
+
+function addressRangesVar(env: Env, name: string): BlockList | null {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === "") return null;
+  const ranges = new BlockList();
+  for (const entry of raw.split(",").map((part) => part.trim())) {
+    if (!addAddressRange(ranges, entry)) throw new ConfigError(`${name} must be a comma-separated list of IP addresses or CIDR ranges, got "${entry}"`);
+  }
+  return ranges;
+}
+
 /** Reads and validates the environment; throws ConfigError naming the first bad variable. */
 export function loadConfig(env: Env = process.env): Config {
   const port = intVar(env, "PORT", 3000, 0, 65535);
-  const host = env.HOST || "127.0.0.1";
-  const dataDir = resolve(env.DATA_DIR || "./data");
+  const host = hostVar(env, "HOST", "127.0.0.1");
+  const dataDir = writableDirectory("DATA_DIR", env.DATA_DIR || "./data");
   const configuredPublicUrl = urlVar(env, "PUBLIC_URL", ["http:", "https:"]);
   const embeddingsUrl = urlVar(env, "EMBEDDINGS_BASE_URL", ["http:", "https:"]);
   const providerUrl = urlVar(env, "PROVIDER_BASE_URL", ["http:", "https:"]);
@@ -89,7 +133,7 @@ export function loadConfig(env: Env = process.env): Config {
     port,
     host,
     dataDir,
-    chdbPath: env.CHDB_PATH ? resolve(env.CHDB_PATH) : resolve(dataDir, "ch"),
+    chdbPath: env.CHDB_PATH ? writableDirectory("CHDB_PATH", env.CHDB_PATH) : resolve(dataDir, "ch"),
     databaseUrl: urlVar(env, "DATABASE_URL", ["postgres:", "postgresql:"]),
     clickhouse: {
       url: urlVar(env, "CLICKHOUSE_URL", ["http:", "https:"]),
@@ -106,6 +150,7 @@ export function loadConfig(env: Env = process.env): Config {
     otlpGrpcPort: intVar(env, "OTLP_GRPC_PORT", 4317, 0, 65535),
     logLevel: enumVar(env, "LOG_LEVEL", ["debug", "info", "warn", "error", "silent"] as const, "info"),
     bootstrapRateLimitPerHour: intVar(env, "BOOTSTRAP_RATE_LIMIT", 10, 1, 1_000_000),
+    trustedProxies: addressRangesVar(env, "TRUSTED_PROXIES"),
     ingest: {
       maxBodyBytes: intVar(env, "INGEST_MAX_BODY_BYTES", 16 << 20, 1024, 1 << 30),
       maxDecompressedBytes: intVar(env, "INGEST_MAX_DECOMPRESSED_BYTES", 64 << 20, 1024, 1 << 30),

@@ -1,6 +1,6 @@
 import { ConfigError, loadConfig } from "./config";
 import { DataDirInUseError } from "./db/data-dir";
-import { startVigil } from "./server";
+import { ListenError, startVigil } from "./server";
 
 let config;
 try {
@@ -14,7 +14,7 @@ try {
 }
 
 const vigil = await startVigil(config).catch((error) => {
-  if (error instanceof DataDirInUseError) {
+  if (error instanceof DataDirInUseError || error instanceof ListenError) {
     console.error(`vigil: ${error.message}`);
     process.exit(2);
   }

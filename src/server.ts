@@ -14,6 +14,9 @@ import { IngestPipeline } from "./ingest/pipeline";
 import { startGrpcReceiver } from "./ingest/grpc";
 import { encodeExportResponse } from "./ingest/respond";
 
+/** The HTTP or gRPC listener could not be opened with the configured address and port. */
+export class ListenError extends Error {}
+
 export interface Vigil {
   ctx: Context;
   url: string;
@@ -54,31 +57,7 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
   };
   // Registered first, so it runs last: after the receivers stop, before the stores close.
   ctx.onShutdown(() => spanWriter.close());
-  const app = createApp(ctx).listen({
-    port: config.port,
-    hostname: config.host,
-    // Elysia turns SO_REUSEPORT on; a second server on a busy port must fail, not share it silently.
-    reusePort: false,
-    // Headroom over the ingest limit, so an oversize OTLP body still gets Vigil's own 413 `{error}`.
-    maxRequestBodySize: config.ingest.maxBodyBytes + (1 << 20),
-  });
-  if (config.otlpGrpcPort !== 0) {
-    const grpc = await startGrpcReceiver(
-      config.otlpGrpcPort,
-      config.host,
-      config.ingest.maxDecompressedBytes,
-      async (bytes, headers) =>
-        encodeExportResponse(await ctx.ingest.export({ ...headers, announcedBytes: bytes.byteLength }, async () => ({ encoding: "protobuf", bytes }))),
-      log,
-    );
-    ctx.onShutdown(grpc.stop);
-    log.info("otlp grpc receiver started", { port: grpc.port });
-  }
-  startJobs(ctx);
-  const port = app.server!.port!;
-  if (!config.publicUrlConfigured) config.publicUrl = `http://localhost:${port}`;
-  log.info("vigil started", { port, host: config.host, ms: Math.round(performance.now() - started) });
-
+  const app = createApp(ctx);
   let stopping: Promise<void> | null = null;
   const stop = () =>
     (stopping ??= (async () => {
@@ -96,5 +75,43 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
       unlockDataDir();
       log.info("stopped");
     })());
+  // A port in use or an address not on this machine: close what is open, then say which setting failed.
+  const listen = async <T>(setting: string, open: () => T | Promise<T>): Promise<T> => {
+    try {
+      return await open();
+    } catch (error) {
+      await stop();
+      throw new ListenError(`cannot listen on ${setting}: ${(error as Error).message}`);
+    }
+  };
+  await listen(`HOST=${config.host} PORT=${config.port}`, () =>
+    app.listen({
+      port: config.port,
+      hostname: config.host,
+      // Elysia turns SO_REUSEPORT on; a second server on a busy port must fail, not share it silently.
+      reusePort: false,
+      // Headroom over the ingest limit, so an oversize OTLP body still gets Vigil's own 413 `{error}`.
+      maxRequestBodySize: config.ingest.maxBodyBytes + (1 << 20),
+    }),
+  );
+  if (config.otlpGrpcPort !== 0) {
+    const grpc = await listen(`HOST=${config.host} OTLP_GRPC_PORT=${config.otlpGrpcPort}`, () =>
+      startGrpcReceiver(
+        config.otlpGrpcPort,
+        config.host,
+        config.ingest.maxDecompressedBytes,
+        async (bytes, headers) =>
+          encodeExportResponse(await ctx.ingest.export({ ...headers, announcedBytes: bytes.byteLength }, async () => ({ encoding: "protobuf", bytes }))),
+        log,
+      ),
+    );
+    ctx.onShutdown(grpc.stop);
+    log.info("otlp grpc receiver started", { port: grpc.port });
+  }
+  startJobs(ctx);
+  const port = app.server!.port!;
+  if (!config.publicUrlConfigured) config.publicUrl = `http://localhost:${port}`;
+  log.info("vigil started", { port, host: config.host, ms: Math.round(performance.now() - started) });
+
   return { ctx, url: `http://127.0.0.1:${port}`, port, stop };
 }

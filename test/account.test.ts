@@ -3,7 +3,7 @@ import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { AddressInfo } from "node:net";
 import { SMTPServer } from "smtp-server";
-import { deleteExpiredBootstrapOrganizations } from "../src/jobs/bootstrap-expiry";
+import { deleteExpiredBootstrapOrganizations, revocationGraceSeconds } from "../src/jobs/bootstrap-expiry";
 import { clientAddressKey, RateLimiter } from "../src/lib/rate-limit";
 import type { Vigil } from "../src/server";
 import { bootstrapAccount, sharedVigil, startTestVigil } from "./helpers";
@@ -78,6 +78,14 @@ describe("account bootstrap", () => {
     const blank = await sdkFailure(anonymous(url).account.bootstrap({ organizationName: "   " }));
     expect(blank.statusCode).toBe(400);
     expect(blank.body.error).toStartWith("organizationName:");
+    const blankProject = await sdkFailure(anonymous(url).account.bootstrap({ projectName: "   " }));
+    expect(blankProject.statusCode).toBe(400);
+    expect(blankProject.body).toEqual({ error: "projectName: must not be blank" });
+    for (const field of ["organizationName", "projectName"]) {
+      const nul = await sdkFailure(anonymous(url).account.bootstrap({ [field]: "nul\u0000byte" }));
+      expect(nul.statusCode).toBe(400);
+      expect(nul.body).toEqual({ error: `${field}: must not contain NUL characters` });
+    }
   });
 
   test("the account of a missing or wrong key is 401", async () => {
@@ -104,6 +112,35 @@ describe("account bootstrap", () => {
       expect(limited.body.error).toBeString();
       const [{ count }] = await vigil.ctx.sql<{ count: number }[]>`SELECT count(*)::int AS count FROM organizations`;
       expect(count).toBe(2);
+    } finally {
+      await vigil.stop();
+    }
+  });
+
+  test("ignores X-Forwarded-For unless TRUSTED_PROXIES is set", async () => {
+    const vigil = await startTestVigil({ BOOTSTRAP_RATE_LIMIT: "1" });
+    try {
+      const bootstrap = (forwardedFor: string) => fetch(`${vigil.url}/v1/account/bootstrap`, { method: "POST", headers: { "x-forwarded-for": forwardedFor } });
+      expect((await bootstrap("198.51.100.1")).status).toBe(201);
+      // A client cannot pass for another one by writing the header itself.
+      expect((await bootstrap("198.51.100.2")).status).toBe(429);
+    } finally {
+      await vigil.stop();
+    }
+  });
+
+  test("behind TRUSTED_PROXIES, limits each client named by X-Forwarded-For", async () => {
+    const vigil = await startTestVigil({ BOOTSTRAP_RATE_LIMIT: "1", TRUSTED_PROXIES: "127.0.0.0/8, 10.0.0.0/8" });
+    try {
+      const bootstrap = (forwardedFor: string) => fetch(`${vigil.url}/v1/account/bootstrap`, { method: "POST", headers: { "x-forwarded-for": forwardedFor } });
+      expect((await bootstrap("198.51.100.1")).status).toBe(201);
+      expect((await bootstrap("198.51.100.2")).status).toBe(201);
+      expect((await bootstrap("198.51.100.1")).status).toBe(429);
+      // The client is the rightmost hop not a trusted proxy; what it wrote to the left does not count.
+      expect((await bootstrap("203.0.113.9, 198.51.100.2, 10.1.2.3")).status).toBe(429);
+      expect((await bootstrap("198.51.100.1, 198.51.100.3")).status).toBe(201);
+      const [{ keys }] = await vigil.ctx.sql<{ keys: string[] }[]>`SELECT array_agg(key ORDER BY key) AS keys FROM rate_limits`;
+      expect(keys).toEqual(["bootstrap:198.51.100.1", "bootstrap:198.51.100.2", "bootstrap:198.51.100.3"]);
     } finally {
       await vigil.stop();
     }
@@ -178,6 +215,12 @@ describe("claiming a bootstrap organization", () => {
     const invalid = await fetch(claimUrl, claimForm({ email: "nope" }));
     expect(invalid.status).toBe(400);
     expect(await invalid.text()).toContain("email: must be an email address");
+    const nulEmail = await fetch(claimUrl, claimForm({ email: "a\u0000b@example.com" }));
+    expect(nulEmail.status).toBe(400);
+    expect(await nulEmail.text()).toContain("email: must be an email address");
+    const nulName = await fetch(claimUrl, claimForm({ email, name: "A\u0000da" }));
+    expect(nulName.status).toBe(400);
+    expect(await nulName.text()).toContain("name: must not contain NUL characters");
 
     const claimed = await fetch(claimUrl, claimForm({ email: email.toUpperCase(), name: "Ada" }));
     expect(claimed.status).toBe(200);
@@ -228,30 +271,41 @@ describe("claiming a bootstrap organization", () => {
 });
 
 describe("expiry of unclaimed bootstrap organizations", () => {
+  const claimForExpiry = async (vigil: Vigil) => {
+    const { ctx } = vigil;
+    const { account, client } = await bootstrapAccount(vigil.url);
+    const { organization } = await client.account.get();
+    const [project] = (await client.projects.list()).items;
+    const now = new Date().toISOString().replace("T", " ").replace("Z", "");
+    await ctx.ch.client.insert({
+      table: `${ctx.ch.database}.spans`,
+      values: [{ organization_id: organization.id, project_id: project!.id, trace_id: "a".repeat(32), span_id: "b".repeat(16), start_time: now, end_time: now }],
+      format: "JSONEachRow",
+    });
+    return { account, client, organizationId: organization.id, projectSlug: project!.slug };
+  };
+  const expire = (vigil: Vigil, organizationIds: string[]) =>
+    vigil.ctx.sql`UPDATE bootstrap_claims SET expires_at = now() - interval '1 minute' WHERE organization_id IN ${vigil.ctx.sql(organizationIds)}`;
+  const spanCounts = async (vigil: Vigil, organizationIds: string[]) => {
+    const { ch } = vigil.ctx;
+    const result = await ch.client.query({
+      query: `SELECT organization_id, count() AS spans FROM ${ch.database}.spans WHERE organization_id IN {ids:Array(String)} GROUP BY organization_id`,
+      query_params: { ids: organizationIds },
+      format: "JSONEachRow",
+    });
+    return Object.fromEntries((await result.json<{ organization_id: string; spans: number }>()).map((row) => [row.organization_id, Number(row.spans)]));
+  };
+
   test("deletes expired unclaimed organizations with their data, and nothing else", async () => {
     const vigil = await sharedVigil();
     const { ctx } = vigil;
-    const setup = async () => {
-      const { account, client } = await bootstrapAccount(vigil.url);
-      const { organization } = await client.account.get();
-      const [project] = (await client.projects.list()).items;
-      const now = new Date().toISOString().replace("T", " ").replace("Z", "");
-      await ctx.ch.client.insert({
-        table: `${ctx.ch.database}.spans`,
-        values: [{ organization_id: organization.id, project_id: project!.id, trace_id: "a".repeat(32), span_id: "b".repeat(16), start_time: now, end_time: now }],
-        format: "JSONEachRow",
-      });
-      return { account, client, organizationId: organization.id };
-    };
-    const expired = await setup();
-    const fresh = await setup();
-    const claimed = await setup();
+    const expired = await claimForExpiry(vigil);
+    const fresh = await claimForExpiry(vigil);
+    const claimed = await claimForExpiry(vigil);
     await fetch(localClaimUrl(vigil, claimed.account.claimUrl), claimForm({ email: `kept-${claimed.organizationId}@example.com` }));
-    await ctx.sql`
-      UPDATE bootstrap_claims SET expires_at = now() - interval '1 minute'
-      WHERE organization_id IN ${ctx.sql([expired.organizationId, claimed.organizationId])}`;
+    await expire(vigil, [expired.organizationId, claimed.organizationId]);
 
-    const deleted = await deleteExpiredBootstrapOrganizations(ctx);
+    const deleted = await deleteExpiredBootstrapOrganizations(ctx, 0);
     // The background sweep of this process may have taken it first; either way it must be gone.
     if (deleted.length > 0) expect(deleted).toContain(expired.organizationId);
     expect(deleted).not.toContain(fresh.organizationId);
@@ -265,20 +319,72 @@ describe("expiry of unclaimed bootstrap organizations", () => {
              (SELECT count(*)::int FROM api_keys WHERE organization_id = ${expired.organizationId}) AS keys,
              (SELECT count(*)::int FROM bootstrap_claims WHERE organization_id = ${expired.organizationId}) AS claims`;
     expect({ projects, keys, claims }).toEqual({ projects: 0, keys: 0, claims: 0 });
+    const [{ activeKeys }] = await ctx.sql<{ activeKeys: number }[]>`
+      SELECT count(*)::int AS "activeKeys" FROM api_keys WHERE organization_id IN ${ctx.sql([fresh.organizationId, claimed.organizationId])} AND revoked_at IS NULL`;
+    expect(activeKeys).toBe(2);
 
-    const spanCounts = await ctx.ch.client.query({
-      query: `SELECT organization_id, count() AS spans FROM ${ctx.ch.database}.spans
-              WHERE organization_id IN {ids:Array(String)} GROUP BY organization_id`,
-      query_params: { ids: [expired.organizationId, fresh.organizationId, claimed.organizationId] },
-      format: "JSONEachRow",
+    expect(await spanCounts(vigil, [expired.organizationId, fresh.organizationId, claimed.organizationId])).toEqual({
+      [fresh.organizationId]: 1,
+      [claimed.organizationId]: 1,
     });
-    const spans = Object.fromEntries((await spanCounts.json<{ organization_id: string; spans: number }>()).map((row) => [row.organization_id, Number(row.spans)]));
-    expect(spans).toEqual({ [fresh.organizationId]: 1, [claimed.organizationId]: 1 });
 
     await Bun.sleep(2_100); // past the auth cache
     expect((await sdkFailure(expired.client.account.get())).statusCode).toBe(401);
     expect((await fresh.client.account.get()).organization.id).toBe(fresh.organizationId);
-    expect(await deleteExpiredBootstrapOrganizations(ctx)).toEqual([]);
+    expect(await deleteExpiredBootstrapOrganizations(ctx, 0)).toEqual([]);
+  });
+
+  test("revokes the keys first and deletes the data only after the grace period", async () => {
+    const vigil = await startTestVigil();
+    try {
+      const { ctx } = vigil;
+      const expired = await claimForExpiry(vigil);
+      await expire(vigil, [expired.organizationId]);
+
+      expect(await deleteExpiredBootstrapOrganizations(ctx)).toEqual([]);
+      const keys = await ctx.sql<{ revoked_at: Date | null }[]>`SELECT revoked_at FROM api_keys WHERE organization_id = ${expired.organizationId}`;
+      expect(keys.length).toBeGreaterThan(0);
+      for (const key of keys) expect(key.revoked_at).toBeInstanceOf(Date);
+      // Spans accepted before the revocation bit may still be on their way: the data stays for now.
+      expect(await spanCounts(vigil, [expired.organizationId])).toEqual({ [expired.organizationId]: 1 });
+      expect(await ctx.sql`SELECT 1 FROM organizations WHERE id = ${expired.organizationId}`).toHaveLength(1);
+      await Bun.sleep(2_100); // past the auth cache
+      expect((await sdkFailure(expired.client.account.get())).statusCode).toBe(401);
+      expect(await deleteExpiredBootstrapOrganizations(ctx)).toEqual([]);
+
+      await ctx.sql`
+        UPDATE api_keys SET revoked_at = now() - make_interval(secs => ${revocationGraceSeconds + 1}) WHERE organization_id = ${expired.organizationId}`;
+      expect(await deleteExpiredBootstrapOrganizations(ctx)).toEqual([expired.organizationId]);
+      expect(await spanCounts(vigil, [expired.organizationId])).toEqual({});
+    } finally {
+      await vigil.stop();
+    }
+  });
+
+  test("deletes the organization's trace export files", async () => {
+    const vigil = await startTestVigil();
+    try {
+      const { ctx } = vigil;
+      const expired = await claimForExpiry(vigil);
+      // An unclaimed organization has no members, and exports go to members only: give it one.
+      const email = `member-${expired.organizationId}@example.com`;
+      const userId = `u${expired.organizationId.slice(1)}`;
+      await ctx.sql`INSERT INTO users (id, email) VALUES (${userId}, ${email})`;
+      await ctx.sql`INSERT INTO memberships (organization_id, user_id, role) VALUES (${expired.organizationId}, ${userId}, 'member')`;
+      await expired.client.traces.export(expired.projectSlug, { traces: { by: "ids", ids: ["a".repeat(32)] }, recipient: email });
+      const exportsDir = join(ctx.config.dataDir, "exports");
+      const files = await eventually(async () => {
+        const names = await readdir(exportsDir).catch(() => [] as string[]);
+        return names.some((name) => name.endsWith(".csv")) ? names : undefined;
+      }, "the export file");
+      expect(files).toHaveLength(1);
+
+      await expire(vigil, [expired.organizationId]);
+      expect(await deleteExpiredBootstrapOrganizations(ctx, 0)).toEqual([expired.organizationId]);
+      expect(await readdir(exportsDir)).toEqual([]);
+    } finally {
+      await vigil.stop();
+    }
   });
 });
 

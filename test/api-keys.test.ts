@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { bootstrapAccount, sharedVigil } from "./helpers";
+import { bootstrapAccount, sharedVigil, startTestVigil } from "./helpers";
 import { sdkClient, sdkFailure } from "./sdk";
 
 async function account() {
@@ -50,10 +50,63 @@ describe("api keys", () => {
 
   test("create validates the name", async () => {
     const { client } = await account();
-    for (const name of ["", "  "]) {
+    for (const name of ["", "  ", "nul\u0000byte"]) {
       const error = await sdkFailure(client.apiKeys.create({ name }));
       expect(error.statusCode).toBe(400);
       expect(error.body.error).toStartWith("name:");
+    }
+  });
+
+  test("update renames a key; its token stays the same and keeps working", async () => {
+    const { url, client } = await account();
+    const created = await client.apiKeys.create({ name: "before" });
+    const renamed = await client.apiKeys.update(created.id, { name: "  after " });
+    expect(renamed).toMatchObject({ id: created.id, organizationId: created.organizationId, name: "after", deletedAt: null, createdAt: created.createdAt });
+    expect(renamed.token).toBe(`${created.token.slice(0, 12)}…`);
+    expect((await client.apiKeys.get(created.id)).name).toBe("after");
+    expect((await client.apiKeys.list()).apiKeys.find((key) => key.id === created.id)?.name).toBe("after");
+    expect((await sdkClient(url, created.token).account.get()).organization.id).toBe(created.organizationId);
+  });
+
+  test("update validates the name and only reaches the caller's own keys", async () => {
+    const owner = await account();
+    const stranger = await account();
+    const key = await owner.client.apiKeys.create({ name: "owner's" });
+    for (const name of ["", "   ", "nul\u0000byte"]) {
+      const error = await sdkFailure(owner.client.apiKeys.update(key.id, { name }));
+      expect(error.statusCode).toBe(400);
+      expect(error.body.error).toStartWith("name:");
+    }
+    const missingName = await sdkFailure(owner.client.apiKeys.update(key.id, {} as never));
+    expect(missingName.statusCode).toBe(400);
+    expect(missingName.body.error).toStartWith("name:");
+    expect((await sdkFailure(stranger.client.apiKeys.update(key.id, { name: "mine now" }))).statusCode).toBe(404);
+    expect((await sdkFailure(owner.client.apiKeys.update("nosuchkeyid0000000000000", { name: "x" }))).statusCode).toBe(404);
+    expect((await owner.client.apiKeys.get(key.id)).name).toBe("owner's");
+    const anonymous = await fetch(`${owner.url}/v1/api-keys/${key.id}`, { method: "PATCH", headers: { "content-type": "application/json" }, body: "{}" });
+    expect(anonymous.status).toBe(401);
+  });
+
+  test("a revocation in one process refuses the key in another within 5 seconds", async () => {
+    const first = await sharedVigil();
+    // A second Vigil on the same PostgreSQL database: its credential cache is its own.
+    const second = await startTestVigil({ DATABASE_URL: first.ctx.config.databaseUrl!, CLICKHOUSE_DATABASE: first.ctx.ch.database });
+    try {
+      const { client } = await bootstrapAccount(first.url);
+      const doomed = await client.apiKeys.create({ name: "revoked elsewhere" });
+      const onSecond = sdkClient(second.url, doomed.token);
+      await onSecond.account.get(); // now cached by the second process
+      await client.apiKeys.revoke(doomed.id);
+      const revokedAt = Date.now();
+      let status = 200;
+      while (status === 200 && Date.now() - revokedAt < 5_000) {
+        status = await fetch(`${second.url}/v1/account`, { headers: { authorization: `Bearer ${doomed.token}` } }).then((res) => res.status);
+        if (status === 200) await Bun.sleep(100);
+      }
+      expect(status).toBe(401);
+      expect(Date.now() - revokedAt).toBeLessThan(5_000);
+    } finally {
+      await second.stop();
     }
   });
 

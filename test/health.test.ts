@@ -29,10 +29,43 @@ describe("health and discovery", () => {
     expect(mcp.resource).toBe(`${ctx.config.publicUrl}/v1/mcp`);
   });
 
-  test("openapi document lists the routes", async () => {
+  test("openapi document lists the routes of every group, tagged with it", async () => {
     const { url } = await sharedVigil();
-    const doc = (await (await fetch(url + "/openapi.json")).json()) as { paths: Record<string, unknown> };
-    expect(doc.paths["/health"]).toBeDefined();
+    const doc = (await (await fetch(url + "/openapi.json")).json()) as { paths: Record<string, Record<string, { tags?: string[] }>> };
+    const groups: Record<string, string[]> = {
+      health: ["get /health", "get /v1/health"],
+      account: ["post /v1/account/bootstrap", "get /v1/account", "get /claim/{token}", "post /claim/{token}"],
+      projects: [
+        "post /v1/projects",
+        "get /v1/projects",
+        "get /v1/projects/{projectSlug}",
+        "patch /v1/projects/{projectSlug}",
+        "delete /v1/projects/{projectSlug}",
+        "post /v1/organizations/{organizationId}/projects",
+        "get /v1/organizations/{organizationId}/projects",
+        "get /v1/organizations/{organizationId}/projects/{projectId}",
+        "patch /v1/organizations/{organizationId}/projects/{projectId}",
+        "delete /v1/organizations/{organizationId}/projects/{projectId}",
+      ],
+      "api-keys": ["get /v1/api-keys", "post /v1/api-keys", "get /v1/api-keys/{apiKeyId}", "patch /v1/api-keys/{apiKeyId}", "delete /v1/api-keys/{apiKeyId}"],
+      ingest: ["post /v1/traces"],
+      traces: [
+        "post /v1/projects/{projectSlug}/traces/list",
+        "get /v1/projects/{projectSlug}/traces/analytics",
+        "post /v1/projects/{projectSlug}/traces/export",
+        "get /v1/projects/{projectSlug}/traces/{traceId}",
+        "get /v1/projects/{projectSlug}/traces/{traceId}/spans",
+        "get /v1/projects/{projectSlug}/traces/{traceId}/spans/{spanId}",
+      ],
+      scores: ["post /v1/projects/{projectSlug}/scores"],
+      annotations: ["post /v1/projects/{projectSlug}/annotations", "get /v1/projects/{projectSlug}/annotations/{annotationId}", "get /v1/projects/{projectSlug}/traces/{traceId}/annotations"],
+    };
+    for (const [group, routes] of Object.entries(groups)) {
+      for (const route of routes) {
+        const [method, path] = route.split(" ") as [string, string];
+        expect({ route, tags: doc.paths[path]?.[method]?.tags }).toEqual({ route, tags: [group] });
+      }
+    }
     const page = await fetch(url + "/docs");
     expect(page.status).toBe(200);
     expect(page.headers.get("content-type")).toContain("text/html");

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { freeLoopbackPort } from "../src/lib/net";
 import { join } from "node:path";
 
@@ -8,6 +9,7 @@ export { freeLoopbackPort as freePort };
 
 export interface VigilProcess {
   url: string;
+  dataDir: string;
   child: ChildProcess;
   output(): string;
   /** Waits for the process to exit and returns its exit code (null when killed by a signal). */
@@ -38,11 +40,33 @@ export async function spawnVigil(dataDir: string, env: Record<string, string> = 
     killGroup(child, "SIGKILL");
     throw new Error(`vigil did not become healthy:\n${output}`);
   }
-  return { url, child, output: () => output, exited };
+  return { url, dataDir, child, output: () => output, exited };
 }
 
 export function killGroup(child: ChildProcess, signal: NodeJS.Signals) {
   try {
     process.kill(-child.pid!, signal);
+  } catch {}
+}
+
+export function isAlive(pid: number) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The embedded PostgreSQL's pid, from the postmaster.pid it keeps in `$DATA_DIR/pg`. */
+export const postmasterPid = (dataDir: string) => Number(readFileSync(join(dataDir, "pg", "postmaster.pid"), "utf8").split("\n")[0]);
+
+/** SIGKILLs Vigil's process group and its embedded PostgreSQL, which runs in a process group of its own. */
+export function killWithPostgres(vigil: VigilProcess) {
+  killGroup(vigil.child, "SIGKILL");
+  try {
+    const postgresPid = postmasterPid(vigil.dataDir);
+    // A stale postmaster.pid may name a pid reused since.
+    if (postgresPid > 0 && readFileSync(`/proc/${postgresPid}/cmdline`, "utf8").includes("postgres")) process.kill(-postgresPid, "SIGKILL");
   } catch {}
 }

@@ -1,9 +1,10 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, rmSync } from "node:fs";
+import { connect } from "node:net";
 import { join } from "node:path";
 import { LatitudeClient } from "@latitude-data/sdk";
 import { bootstrapAccount, testRoot } from "./helpers";
-import { killGroup, spawnVigil, type VigilProcess } from "./process";
+import { isAlive, killGroup, killWithPostgres, postmasterPid, spawnVigil, type VigilProcess } from "./process";
 
 const dataDir = join(testRoot, "restart");
 const started: VigilProcess[] = [];
@@ -14,18 +15,15 @@ async function start() {
   return vigil;
 }
 
-function isAlive(pid: number) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+/** The process group of a running process, from /proc/<pid>/stat (field 5). */
+const processGroup = (pid: number) => {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]);
+};
 
 afterAll(() => {
-  for (const vigil of started) killGroup(vigil.child, "SIGKILL");
-  rmSync(dataDir, { recursive: true, force: true });
+  for (const vigil of started) killWithPostgres(vigil);
+  for (const dir of new Set(started.map((vigil) => vigil.dataDir))) rmSync(dir, { recursive: true, force: true });
 });
 
 describe("restart on the same data directory", () => {
@@ -52,8 +50,7 @@ describe("restart on the same data directory", () => {
 
   test("restart after SIGKILL of Vigil alone reclaims the orphaned postgres", async () => {
     const vigil = await start();
-    const pidFile = join(dataDir, "pg", "postmaster.pid");
-    const postgresPid = Number(readFileSync(pidFile, "utf8").split("\n")[0]);
+    const postgresPid = postmasterPid(dataDir);
     process.kill(vigil.child.pid!, "SIGKILL");
     await vigil.exited;
     expect(isAlive(postgresPid)).toBe(true);
@@ -67,11 +64,14 @@ describe("restart on the same data directory", () => {
     await next.exited;
   });
 
-  test("restart after SIGKILL of the whole process group (stale postmaster.pid)", async () => {
+  test("restart after SIGKILL of Vigil and postgres alike (stale postmaster.pid)", async () => {
     const vigil = await start();
+    const postgresPid = postmasterPid(dataDir);
     killGroup(vigil.child, "SIGKILL");
+    // PostgreSQL runs in its own process group: kill it and its backends too, as a machine crash would.
+    process.kill(-postgresPid, "SIGKILL");
     await vigil.exited;
-    await Bun.sleep(200);
+    while (isAlive(postgresPid)) await Bun.sleep(20);
     expect(existsSync(join(dataDir, "pg", "postmaster.pid"))).toBe(true);
 
     const next = await start();
@@ -84,17 +84,111 @@ describe("restart on the same data directory", () => {
 });
 
 describe("configuration", () => {
-  test("a bad value stops the process with one line naming the variable", async () => {
+  const runWith = async (env: Record<string, string>) => {
     const proc = Bun.spawn(["bun", "run", "src/index.ts"], {
       cwd: join(import.meta.dir, ".."),
-      env: { ...process.env, PORT: "eighty", DATA_DIR: join(testRoot, "badcfg") },
+      env: { ...process.env, DATA_DIR: join(testRoot, "badcfg"), ...env },
       stderr: "pipe",
       stdout: "pipe",
     });
-    expect(await proc.exited).toBe(2);
-    const stderr = (await new Response(proc.stderr).text()).trim();
+    return { code: await proc.exited, stderr: (await new Response(proc.stderr).text()).trim() };
+  };
+
+  const badValues: Record<string, string>[] = [
+    { PORT: "eighty" },
+    { HOST: "not a host" },
+    { DATA_DIR: join(import.meta.dir, "restart.test.ts") },
+    { LOG_LEVEL: "verbose" },
+    { PUBLIC_URL: "vigil.example.com" },
+    { CLICKHOUSE_CLUSTER: "prod-cluster" },
+    { TRUSTED_PROXIES: "10.0.0.0/40" },
+  ];
+  for (const env of badValues) {
+    const variable = Object.keys(env)[0]!;
+    test(`a bad ${variable} stops the process with one line naming the variable`, async () => {
+      const { code, stderr } = await runWith(env);
+      expect(code).toBe(2);
+      expect(stderr.split("\n")).toHaveLength(1);
+      expect(stderr).toStartWith(`vigil: invalid configuration: ${variable} `);
+    });
+  }
+
+  test("an address that cannot be listened on stops the process with one line, after stopping postgres", async () => {
+    const dir = join(testRoot, "unlistenable");
+    // TEST-NET-3: a valid address, but not one of this machine's.
+    const { code, stderr } = await runWith({ DATA_DIR: dir, HOST: "203.0.113.7", PORT: "0", OTLP_GRPC_PORT: "0" });
+    expect(code).toBe(2);
     expect(stderr.split("\n")).toHaveLength(1);
-    expect(stderr).toContain("PORT");
+    expect(stderr).toStartWith("vigil: cannot listen on HOST=203.0.113.7 PORT=0:");
+    expect(existsSync(join(dir, "pg", "postmaster.pid"))).toBe(false);
+    expect(existsSync(join(dir, "vigil.lock"))).toBe(false);
+  });
+});
+
+describe("graceful shutdown", () => {
+  /** Sends the headers and half the body of a project creation, the rest only when told. */
+  async function slowCreateProject(url: string, apiKey: string, name: string) {
+    const body = JSON.stringify({ name });
+    const socket = connect(Number(new URL(url).port), "127.0.0.1");
+    let response = "";
+    socket.on("data", (chunk) => (response += chunk));
+    const closed = new Promise((resolve) => socket.on("close", resolve));
+    await new Promise((resolve) => socket.once("connect", resolve));
+    socket.write(
+      `POST /v1/projects HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${apiKey}\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${body.length}\r\nConnection: close\r\n\r\n${body.slice(0, 5)}`,
+    );
+    return {
+      async finish() {
+        socket.write(body.slice(5));
+        await closed;
+        const [head = "", payload = ""] = response.split("\r\n\r\n");
+        return { status: Number(head.split(" ")[1]), body: JSON.parse(payload) as { name: string } };
+      },
+    };
+  }
+
+  const signals: [string, string, (vigil: VigilProcess) => void][] = [
+    ["SIGTERM to Vigil", "sigterm", (vigil) => process.kill(vigil.child.pid!, "SIGTERM")],
+    ["Ctrl-C (SIGINT to its whole process group)", "ctrl-c", (vigil) => killGroup(vigil.child, "SIGINT")],
+  ];
+  for (const [signal, name, send] of signals) {
+    test(`${signal} finishes the request in flight, then stops postgres and exits 0`, async () => {
+      const dir = join(testRoot, `shutdown-${name}`);
+      const vigil = await spawnVigil(dir);
+      started.push(vigil);
+      const { account } = await bootstrapAccount(vigil.url);
+      const postgresPid = postmasterPid(dir);
+      // Out of Vigil's process group, so a Ctrl-C in its terminal reaches Vigil alone.
+      expect(processGroup(postgresPid)).not.toBe(processGroup(vigil.child.pid!));
+
+      const request = await slowCreateProject(vigil.url, account.apiKey, "Created during shutdown");
+      await Bun.sleep(300);
+      send(vigil);
+      await Bun.sleep(700);
+      expect(isAlive(postgresPid)).toBe(true);
+      const created = await request.finish();
+      expect(created.status).toBe(201);
+      expect(created.body.name).toBe("Created during shutdown");
+
+      expect(await vigil.exited).toBe(0);
+      expect(vigil.output()).toContain('"msg":"stopped"');
+      expect(isAlive(postgresPid)).toBe(false);
+      expect(existsSync(join(dir, "vigil.lock"))).toBe(false);
+    });
+  }
+
+  test("a database that went away first does not hold up the shutdown", async () => {
+    const dir = join(testRoot, "shutdown-without-db");
+    const vigil = await spawnVigil(dir);
+    started.push(vigil);
+    const postgresPid = postmasterPid(dir);
+    process.kill(postgresPid, "SIGINT");
+    while (isAlive(postgresPid)) await Bun.sleep(20);
+    process.kill(vigil.child.pid!, "SIGTERM");
+    const code = await Promise.race([vigil.exited, Bun.sleep(15_000).then(() => "still running")]);
+    expect(code).toBe(0);
+    expect(vigil.output()).toContain('"msg":"stopped"');
   });
 });
 

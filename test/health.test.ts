@@ -33,7 +33,7 @@ describe("health and discovery", () => {
     const { url } = await sharedVigil();
     const doc = (await (await fetch(url + "/openapi.json")).json()) as { paths: Record<string, Record<string, { tags?: string[] }>> };
     const groups: Record<string, string[]> = {
-      health: ["get /health", "get /v1/health"],
+      health: ["get /health", "get /v1/health", "get /.well-known/oauth-protected-resource", "get /.well-known/oauth-protected-resource/v1/mcp"],
       account: ["post /v1/account/bootstrap", "get /v1/account", "get /claim/{token}", "post /claim/{token}"],
       projects: [
         "post /v1/projects",
@@ -46,6 +46,8 @@ describe("health and discovery", () => {
         "get /v1/organizations/{organizationId}/projects/{projectId}",
         "patch /v1/organizations/{organizationId}/projects/{projectId}",
         "delete /v1/organizations/{organizationId}/projects/{projectId}",
+        "get /v1/organization/redaction",
+        "put /v1/organization/redaction",
       ],
       "api-keys": ["get /v1/api-keys", "post /v1/api-keys", "get /v1/api-keys/{apiKeyId}", "patch /v1/api-keys/{apiKeyId}", "delete /v1/api-keys/{apiKeyId}"],
       ingest: ["post /v1/traces"],

@@ -9,13 +9,13 @@ import { resourceFromAttributes } from "@opentelemetry/resources";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { LatitudeClient, LatitudeError } from "@latitude-data/sdk";
 import { bootstrapAccount, testRoot } from "./helpers";
-import { killGroup, spawnVigil, type VigilProcess } from "./process";
+import { killGroup, killWithPostgres, spawnVigil, type VigilProcess } from "./process";
 
 const dataDir = join(testRoot, "ingest-crash");
 const started: VigilProcess[] = [];
 
 afterAll(() => {
-  for (const vigil of started) killGroup(vigil.child, "SIGKILL");
+  for (const vigil of started) killWithPostgres(vigil);
   rmSync(dataDir, { recursive: true, force: true });
 });
 
@@ -154,7 +154,8 @@ test("every trace acknowledged before a SIGKILL of the process group is there af
   const inFlightAtKill = inFlight;
   const acknowledgedAtKill = acknowledged.length;
   killed = true;
-  killGroup(first.child, "SIGKILL");
+  // Vigil's process group and the embedded PostgreSQL's (a session of its own), as a machine crash would.
+  killWithPostgres(first);
   await Promise.all(workers);
   expect(await first.exited).toBeNull();
 

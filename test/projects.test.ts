@@ -100,6 +100,10 @@ describe("projects", () => {
       expect(error.statusCode).toBe(400);
       expect(error.body.error).toStartWith("name:");
     }
+    // PostgreSQL cannot store a NUL character: the caller's 400, not a 500.
+    const nul = await sdkFailure(client.projects.create({ name: "bad\u0000name" }));
+    expect(nul.statusCode).toBe(400);
+    expect(nul.body.error).toContain("NUL");
   });
 
   test("rename keeps the slug and moves lastEditedAt", async () => {

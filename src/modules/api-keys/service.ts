@@ -21,7 +21,7 @@ const displayPrefixLength = 12;
 
 const columns = (sql: Queryable) =>
   sql`id, organization_id, name, token_prefix, last_used_at, revoked_at, created_at,
-      greatest(created_at, last_used_at, revoked_at) AS updated_at`;
+      greatest(created_at, last_used_at, revoked_at, renamed_at) AS updated_at`;
 
 const isoOrNull = (date: Date | null) => (date ? date.toISOString() : null);
 
@@ -75,7 +75,7 @@ export class ApiKeysService {
   /** Renames a key, revoked or not; its token stays the same. */
   async rename(organizationId: string, apiKeyId: string, name: string): Promise<ApiKeyListItem> {
     const [row] = await this.sql<ApiKeyRow[]>`
-      UPDATE api_keys SET name = ${requiredName("name", name)} WHERE id = ${apiKeyId} AND organization_id = ${organizationId}
+      UPDATE api_keys SET name = ${requiredName("name", name)}, renamed_at = now() WHERE id = ${apiKeyId} AND organization_id = ${organizationId}
       RETURNING ${columns(this.sql)}`;
     if (!row) throw notFound("API key");
     return toListItem(row);

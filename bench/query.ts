@@ -1,6 +1,6 @@
 // Read-path latency over a loaded project: list latest 50, a filtered list, a second page, full-text
 // search, trace detail and 7-day analytics, through HTTP as clients see them.
-// `bun run bench/query.ts [traces]` (default 170,000 traces of 6 spans: 1.02M spans). Uses its own
+// `bun run bench/query.ts [traces]` (default 170,000 traces of 6 spans: 1.02M spans, over 60 days). Uses its own
 // data directory (BENCH_DATA_DIR, default data/bench-query-<pid>, removed afterwards) with embedded
 // PostgreSQL and chdb.
 import { mkdirSync, rmSync } from "node:fs";
@@ -15,6 +15,8 @@ const INSERT_BATCH_TRACES = 25_000;
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 60);
 const WARMUP = 5;
 const DAY_MS = 24 * 3600_000;
+/** Days the traces are spread over: analytics reads the last 7 of them. */
+const SPREAD_DAYS = 60;
 
 const ownDir = !process.env.BENCH_DATA_DIR;
 const dataDir = process.env.BENCH_DATA_DIR ?? join(import.meta.dir, "..", "data", `bench-query-${process.pid}`);
@@ -29,7 +31,7 @@ const [project] = await vigil.ctx.sql<{ id: string; organization_id: string }[]>
 
 /**
  * Spans generated inside ClickHouse, in batches of whole traces: a root agent span, three chat spans
- * with messages, two tool spans. Traces start evenly over the last 7 days.
+ * with messages, two tool spans. Traces start evenly over the last SPREAD_DAYS days.
  */
 async function load() {
   const now = Date.now();
@@ -65,7 +67,7 @@ async function load() {
         FROM (
           SELECT number AS n, {first:UInt64} + intDiv(n, ${SPANS_PER_TRACE}) AS t, n % ${SPANS_PER_TRACE} AS k, k IN (1, 3, 5) AS is_chat,
             lower(hex(MD5(toString(t)))) AS trace_id, substring(lower(hex(MD5(concat(toString(t), '-', toString(k))))), 1, 16) AS span_id,
-            fromUnixTimestamp64Milli(toInt64({now:Int64} - 7 * ${DAY_MS} + t * intDiv(7 * ${DAY_MS}, {traces:UInt64}) + k * 150), 'UTC') AS start,
+            fromUnixTimestamp64Milli(toInt64({now:Int64} - ${SPREAD_DAYS * DAY_MS} + t * intDiv(${SPREAD_DAYS * DAY_MS}, {traces:UInt64}) + k * 150), 'UTC') AS start,
             if(k = 0, 900 + t % 3000, 120 + (t * 7 + k) % 700) AS duration_ms
           FROM numbers(${count * SPANS_PER_TRACE})
         )`,

@@ -1,4 +1,4 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { AddressInfo } from "node:net";
@@ -8,6 +8,8 @@ import { clientAddressKey, RateLimiter } from "../src/lib/rate-limit";
 import type { Vigil } from "../src/server";
 import { bootstrapAccount, sharedVigil, startTestVigil } from "./helpers";
 import { sdkClient, sdkFailure } from "./sdk";
+
+setDefaultTimeout(60_000);
 
 const anonymous = (url: string) => sdkClient(url, "none");
 

@@ -1,4 +1,4 @@
-import { beforeAll, describe, expect, test } from "bun:test";
+import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { LatitudeClient } from "@latitude-data/sdk";
 import type { Vigil } from "../src/server";
 import { AnnotationsService } from "../src/modules/annotations/service";
@@ -9,6 +9,8 @@ import { bootstrapAccount, json, sharedVigil } from "./helpers";
 import { insertScoredTrace } from "./fixtures/scored-traces";
 import { newTraceId } from "./fixtures/spans";
 import { sdkFailure } from "./sdk";
+
+setDefaultTimeout(60_000);
 
 let vigil: Vigil;
 let client: LatitudeClient;

@@ -1,6 +1,8 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { bootstrapAccount, sharedVigil, startTestVigil } from "./helpers";
 import { sdkClient, sdkFailure } from "./sdk";
+
+setDefaultTimeout(60_000);
 
 async function account() {
   const { url } = await sharedVigil();

@@ -1,5 +1,7 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { bootstrapAccount, sharedVigil } from "./helpers";
+
+setDefaultTimeout(60_000);
 
 const jsonHeaders = { "content-type": "application/json" };
 

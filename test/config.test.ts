@@ -1,9 +1,11 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ConfigError, loadConfig } from "../src/config";
 import { clientAddress } from "../src/lib/net";
 import { testRoot } from "./helpers";
+
+setDefaultTimeout(60_000);
 
 const dataDir = join(testRoot, "config");
 mkdirSync(dataDir, { recursive: true });

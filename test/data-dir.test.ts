@@ -1,8 +1,10 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { DataDirInUseError, lockDataDir } from "../src/db/data-dir";
 import { testRoot } from "./helpers";
+
+setDefaultTimeout(60_000);
 
 let dirs = 0;
 function freshDir() {

@@ -1,5 +1,7 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { sharedVigil } from "./helpers";
+
+setDefaultTimeout(60_000);
 
 describe("health and discovery", () => {
   test("health answers on both paths", async () => {

@@ -1,6 +1,6 @@
 // Real OpenTelemetry exporters and the Latitude telemetry SDK send to a real in-process Vigil; every mapped value is
 // read back field by field through the official SDK's read API.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { Metadata } from "@grpc/grpc-js";
 import type { LatitudeClient } from "@latitude-data/sdk";
 import { context, SpanKind, SpanStatusCode, trace, type HrTime, type Span } from "@opentelemetry/api";
@@ -12,6 +12,8 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type Re
 import type { Vigil } from "../src/server";
 import { bootstrapAccount, startTestVigil } from "./helpers";
 import { freePort } from "./process";
+
+setDefaultTimeout(60_000);
 
 /** The exporter's own option type for `compression` (CompressionAlgorithm.GZIP is the string "gzip"). */
 type Compression = NonNullable<NonNullable<ConstructorParameters<typeof JsonTraceExporter>[0]>["compression"]>;

@@ -1,6 +1,6 @@
 // Crash test: concurrent OTLP exports to Vigil running as its own process group, SIGKILL of the whole group while
 // requests are in flight, restart on the same data directory. Every acknowledged trace must be there, complete, once.
-import { afterAll, expect, test } from "bun:test";
+import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { context, SpanKind, trace } from "@opentelemetry/api";
@@ -10,6 +10,8 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "
 import { LatitudeClient, LatitudeError } from "@latitude-data/sdk";
 import { bootstrapAccount, testRoot } from "./helpers";
 import { killGroup, killWithPostgres, spawnVigil, type VigilProcess } from "./process";
+
+setDefaultTimeout(60_000);
 
 const dataDir = join(testRoot, "ingest-crash");
 const started: VigilProcess[] = [];

@@ -1,4 +1,4 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { join } from "node:path";
 import protobuf from "protobufjs";
 import { context, SpanKind, SpanStatusCode, trace, TraceFlags } from "@opentelemetry/api";
@@ -6,6 +6,8 @@ import { JsonTraceSerializer, ProtobufTraceSerializer } from "@opentelemetry/otl
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { DecodeError, decodeJson, decodeProtobuf, decodeProtobufWithProtobufjs, type DecodedTraces } from "../src/ingest/decode";
+
+setDefaultTimeout(60_000);
 
 const TRACE_ID = "0af7651916cd43dd8448eb211c80319c";
 const PARENT_ID = "b7ad6b7169203331";

@@ -1,6 +1,6 @@
 // Bad input to POST /v1/traces: each case gets its status and an `{error}` body (or an OTLP partial success), and
 // nothing of a rejected span reaches storage. Also backpressure: 503 with Retry-After while ClickHouse is down.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { once } from "node:events";
 import { join } from "node:path";
@@ -11,6 +11,8 @@ import type { LatitudeClient } from "@latitude-data/sdk";
 import type { Vigil } from "../src/server";
 import { bootstrapAccount, sharedVigil, startTestVigil } from "./helpers";
 import { freePort } from "./process";
+
+setDefaultTimeout(60_000);
 
 // Requests the SDK cannot produce (ids of the wrong length) are encoded with protobufjs over proto/.
 const root = new protobuf.Root();

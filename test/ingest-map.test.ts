@@ -1,4 +1,4 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { JsonTraceSerializer, ProtobufTraceSerializer } from "@opentelemetry/otlp-transformer";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
@@ -7,6 +7,8 @@ import { decodeJson, decodeProtobuf, type DecodedEvent, type DecodedSpan } from 
 import { mapResource, mapSpan, mapTraces } from "../src/ingest/map";
 import { normalizeProvider } from "../src/ingest/map-operation";
 import { nanosBetween } from "../src/ingest/map-usage";
+
+setDefaultTimeout(60_000);
 
 const owner = { organizationId: "org_1", projectId: "project_1", apiKeyId: "key_1" };
 const resource = mapResource(new Map<string, AttributeValue>([["service.name", "support-agent"], ["host.cores", 8]]));

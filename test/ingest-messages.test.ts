@@ -1,5 +1,7 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { messagesText, normalizeMessages, normalizePart, normalizeSystemInstructions, normalizeToolDefinitions } from "../src/ingest/messages";
+
+setDefaultTimeout(60_000);
 
 const messages = (value: unknown, role = "user") => normalizeMessages(value, role).messages;
 

@@ -1,9 +1,11 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { AttributeValue } from "../src/ingest/attributes";
 import { mapResource, mapSpan } from "../src/ingest/map";
 import { canonicalModelName, findModelPrice, priceSpan } from "../src/ingest/price";
 import pricingTable from "../src/ingest/pricing.json";
 import type { SpanRow } from "../src/ingest/row";
+
+setDefaultTimeout(60_000);
 
 const owner = { organizationId: "o", projectId: "p", apiKeyId: "k" };
 const providers = pricingTable.providers as Record<string, Record<string, Record<string, number>>>;

@@ -1,11 +1,13 @@
 // Redaction end to end: project settings set through the SDK, spans sent over OTLP/HTTP, read back through the SDK.
 // The organization policy and its lock, and pseudonymized identities with and without PSEUDONYM_SECRET.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createHmac, randomBytes } from "node:crypto";
 import type { LatitudeClient } from "@latitude-data/sdk";
 import type { OrganizationRedaction } from "../src/modules/projects/service";
 import type { Vigil } from "../src/server";
 import { bootstrapAccount, sharedVigil, startTestVigil } from "./helpers";
+
+setDefaultTimeout(60_000);
 
 const PII = {
   email: "jane.doe@example.com",

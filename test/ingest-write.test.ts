@@ -1,4 +1,4 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createClient } from "@clickhouse/client";
 import { appendFileSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -7,9 +7,12 @@ import { BackpressureError, type BatchLimits } from "../src/ingest/batch";
 import type { SpanRow } from "../src/ingest/row";
 import { completeRows, encodeSpanRows, spanStructure } from "../src/ingest/rowbinary";
 import { assertSpanColumns, segmentInserter, spanWriterOptions, startSpanWriter, type SpanWriterOptions } from "../src/ingest/write";
+import { migrateClickHouse } from "../src/db/migrate";
 import { createLogger } from "../src/lib/log";
 import { sharedVigil, testRoot } from "./helpers";
 import { chatSpanRow } from "./span-row-fixtures";
+
+setDefaultTimeout(60_000);
 
 type Store = Pick<ClickHouseStore, "client" | "database" | "embedded">;
 
@@ -108,6 +111,31 @@ describe("span writer", () => {
     await writer.flush();
     expect(await spanCount(store, organization)).toBe(62);
     await writer.close();
+  });
+
+  test("inserts leave the message words index to merges, which build it", async () => {
+    const { ch } = (await sharedVigil()).ctx;
+    const store = { ...ch, database: `words_${Math.random().toString(36).slice(2, 8)}` };
+    await migrateClickHouse(store, null, silent);
+    const partsWithWordsIndex = async () => {
+      const parts = await select<{ path: string }>(store, `SELECT path FROM system.parts WHERE database = ${sqlString(store.database)} AND table = 'spans' AND active`);
+      return parts.map(({ path }) => readdirSync(path).some((file) => file.startsWith("skp_idx_message_words_idx")));
+    };
+    try {
+      await ch.client.command({ query: `SYSTEM STOP MERGES ${store.database}.spans` });
+      const writer = await openWriter(store, freshDir("words-index"));
+      for (const batch of [rowsOf(20), rowsOf(20)]) {
+        await writer.accept(batch.rows, 20 * 2048);
+        await writer.flush();
+      }
+      await writer.close();
+      expect(await partsWithWordsIndex()).toEqual([false, false]);
+      await ch.client.command({ query: `SYSTEM START MERGES ${store.database}.spans` });
+      await ch.client.command({ query: `OPTIMIZE TABLE ${store.database}.spans FINAL` });
+      expect(await partsWithWordsIndex()).toEqual([true]);
+    } finally {
+      await ch.client.command({ query: `DROP DATABASE ${store.database}` });
+    }
   });
 
   test("rows arrive exactly in spans and in the trace roll-up", async () => {

@@ -1,4 +1,4 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createLogger } from "../src/lib/log";
 import { sha256Hex } from "../src/lib/ids";
 import {
@@ -10,6 +10,8 @@ import {
   type MigrationFile,
 } from "../src/db/migrate";
 import { startTestVigil } from "./helpers";
+
+setDefaultTimeout(60_000);
 
 const log = createLogger("silent");
 const file = (name: string, text: string): MigrationFile => ({ name, text, checksum: sha256Hex(text) });

@@ -1,10 +1,12 @@
 // Vigil as an operator runs it (`bun run src/index.ts`, JSON logs on stdout): request ids, what the
 // logs must never hold, and what a failure shows the caller.
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { bootstrapAccount, testRoot } from "./helpers";
 import { isAlive, killWithPostgres, postmasterPid, spawnVigil, type VigilProcess } from "./process";
+
+setDefaultTimeout(60_000);
 
 const dataDir = join(testRoot, "operations");
 let vigil: VigilProcess;

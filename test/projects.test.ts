@@ -1,8 +1,10 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { Latitude, LatitudeClient } from "@latitude-data/sdk";
 import { findProject, getOrganizationRedaction, setOrganizationRedaction } from "../src/modules/projects/service";
 import { bootstrapAccount, sharedVigil } from "./helpers";
 import { sdkFailure } from "./sdk";
+
+setDefaultTimeout(60_000);
 
 const projectFields = ["id", "organizationId", "name", "slug", "settings", "flaggers", "firstTraceAt", "deletedAt", "lastEditedAt", "createdAt", "updatedAt"];
 const isoTimestamp = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;

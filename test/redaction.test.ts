@@ -1,10 +1,12 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { blankSpanRow, generateCorpus } from "../bench/redact-corpus";
 import type { Sql } from "../src/db/postgres";
 import { compileRedactor, findEntities, PLACEHOLDERS, REDACTION_ENTITIES, redactRow, type RedactionEntity } from "../src/ingest/redact";
 import { DEFAULT_REDACTION_POLICY, effectivePolicy, RedactionPolicies, type RedactionPolicy } from "../src/ingest/redaction-policy";
 import { newId } from "../src/lib/ids";
 import { sharedVigil } from "./helpers";
+
+setDefaultTimeout(60_000);
 
 const enforce = (entities: RedactionEntity[] = [...REDACTION_ENTITIES], fields: Partial<RedactionPolicy> = {}): RedactionPolicy => ({
   mode: "enforce",

@@ -1,10 +1,12 @@
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { connect } from "node:net";
 import { join } from "node:path";
 import { LatitudeClient } from "@latitude-data/sdk";
 import { bootstrapAccount, testRoot } from "./helpers";
 import { isAlive, killGroup, killWithPostgres, postmasterPid, spawnVigil, type VigilProcess } from "./process";
+
+setDefaultTimeout(60_000);
 
 const dataDir = join(testRoot, "restart");
 const started: VigilProcess[] = [];

@@ -1,10 +1,12 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { completeRows, encodeSpanRows, spanColumnList, spanStructure } from "../src/ingest/rowbinary";
 import type { SpanRow } from "../src/ingest/row";
 import { sharedVigil, testRoot } from "./helpers";
 import { chatSpanRow } from "./span-row-fixtures";
+
+setDefaultTimeout(60_000);
 
 const dir = join(testRoot, "rowbinary");
 const sqlString = (value: string) => `'${value.replaceAll("\\", "\\\\").replaceAll("'", "\\'")}'`;

@@ -1,4 +1,4 @@
-import { beforeAll, describe, expect, test } from "bun:test";
+import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { join } from "node:path";
 import type { LatitudeClient } from "@latitude-data/sdk";
 import type { Vigil } from "../src/server";
@@ -11,6 +11,8 @@ import { bootstrapAccount, json, sharedVigil, testRoot } from "./helpers";
 import { insertScoredTrace } from "./fixtures/scored-traces";
 import { newSpanId, newTraceId } from "./fixtures/spans";
 import { sdkFailure } from "./sdk";
+
+setDefaultTimeout(60_000);
 
 let vigil: Vigil;
 let client: LatitudeClient;

@@ -1,9 +1,11 @@
 // The `spans` table and its roll-ups as the storage design asks for them: retention by TTL per row, the
 // tenant-first sort key, monthly partitions and compressed message columns.
-import { beforeAll, describe, expect, test } from "bun:test";
+import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { Vigil } from "../src/server";
 import { insertSpans, newTraceId, spanRow, tenantOf, type Tenant } from "./fixtures/spans";
 import { bootstrapAccount, sharedVigil } from "./helpers";
+
+setDefaultTimeout(60_000);
 
 let vigil: Vigil;
 let tenant: Tenant;

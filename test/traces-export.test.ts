@@ -1,12 +1,18 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { AddressInfo } from "node:net";
 import type { LatitudeClient } from "@latitude-data/sdk";
 import { SMTPServer } from "smtp-server";
 import { newId } from "../src/lib/ids";
+import { createLogger } from "../src/lib/log";
+import { validateTraceFilters } from "../src/modules/traces/filters";
+import { TraceSearch } from "../src/modules/traces/search";
+import { TracesService } from "../src/modules/traces/service";
 import type { Vigil } from "../src/server";
 import { insertSpans, newTraceId, spanRow, tenantOf, type Tenant } from "./fixtures/spans";
 import { bootstrapAccount, startTestVigil } from "./helpers";
 import { sdkFailure } from "./sdk";
+
+setDefaultTimeout(60_000);
 
 let vigil: Vigil;
 let smtp: SMTPServer;
@@ -147,6 +153,37 @@ describe("trace export", () => {
     expect(data.map((row) => row[header.indexOf("traceId")]).sort()).toEqual([traceIds[1], traceIds[2]].sort());
     expect(data.every((row) => row[header.indexOf("tags")] === '["eu","prod"]')).toBe(true);
   }, 30_000);
+
+  test("by filters, the traces are selected a window of ids at a time, each once, as they were when the export began", async () => {
+    const other = await bootstrapAccount(vigil.url);
+    const otherTenant = await tenantOf(vigil.ctx, other.account.apiKey, other.account.projectSlug);
+    const project = { id: otherTenant.projectId, organizationId: otherTenant.organizationId };
+    const idOf = (n: number) => n.toString(16).padStart(32, "0");
+    // Traces 0 to 8; those whose number is a multiple of 4 match: windows of two ids hold none, one or both.
+    await insertSpans(
+      vigil.ctx,
+      Array.from({ length: 9 }, (_, n) => spanRow(otherTenant, { trace_id: idOf(n), startMs: base + n * 1000, tags: n % 4 ? ["dev"] : ["prod"], cost_total_microcents: 10 })),
+    );
+    const traces = new TracesService(vigil.ctx.ch, new TraceSearch(null, createLogger("silent")));
+    const filters = validateTraceFilters({ tags: [{ op: "eq", value: "prod" }], cost: [{ op: "lt", value: 1000 }] });
+    const chunks: string[][] = [];
+    const snapshots = new Set<string>();
+    for await (const { ids, snapshot } of traces.matchingTraceIds(project, filters, 2)) {
+      chunks.push(ids);
+      snapshots.add(snapshot);
+      if (chunks.length === 1) {
+        // After the walk began: trace 8 stops matching, and a new matching trace lands in a later window.
+        await insertSpans(vigil.ctx, [
+          spanRow(otherTenant, { trace_id: idOf(8), startMs: base, tags: ["prod"], cost_total_microcents: 5000 }),
+          spanRow(otherTenant, { trace_id: idOf(5), startMs: base, tags: ["prod"], cost_total_microcents: 10 }),
+        ]);
+      }
+    }
+    expect(chunks).toEqual([[idOf(0)], [idOf(4)], [idOf(8)]]);
+    expect(snapshots.size).toBe(1);
+    const items = await traces.traceItems(project, chunks.flat(), [...snapshots][0]);
+    expect(items.map((item) => [item.traceId, item.costTotalMicrocents])).toEqual([idOf(0), idOf(4), idOf(8)].map((id) => [id, 10]));
+  });
 
   test("a recipient who is not a member, bad filters or no ids are 400s", async () => {
     const stranger = await sdkFailure(client.traces.export(slug, { traces: { by: "ids", ids: [traceIds[0]] }, recipient: "nobody@example.com" }));

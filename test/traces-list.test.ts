@@ -1,9 +1,11 @@
-import { beforeAll, describe, expect, test } from "bun:test";
-import type { LatitudeClient } from "@latitude-data/sdk";
+import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import type { Latitude, LatitudeClient } from "@latitude-data/sdk";
 import type { Vigil } from "../src/server";
-import { insertSpans, newTraceId, spanRow, tenantOf, type Tenant } from "./fixtures/spans";
-import { bootstrapAccount, sharedVigil } from "./helpers";
+import { insertSpans, insertSpansSlowly, newTraceId, spanRow, tenantOf, type Tenant } from "./fixtures/spans";
+import { bootstrapAccount, sharedVigil, startTestVigil } from "./helpers";
 import { sdkFailure } from "./sdk";
+
+setDefaultTimeout(60_000);
 
 let vigil: Vigil;
 let client: LatitudeClient;
@@ -20,12 +22,12 @@ const ids = { alpha: newTraceId(), beta: newTraceId(), gamma: newTraceId(), delt
 type Name = keyof typeof ids;
 const starts: Record<Name, number> = { alpha: base, beta: base + hour, gamma: base + 2 * hour, delta: base + 3 * hour };
 
-function fixtureRows() {
+function fixtureRows(owner: Tenant) {
   const { alpha, beta, gamma, delta } = ids;
   return [
     // alpha: checkout, tools, cache reads, status ok, env=prod
-    spanRow(tenant, { trace_id: alpha, span_id: "a000000000000001", name: "checkout", startMs: starts.alpha, durationMs: 2000, status_code: "ok", session_id: "s-1", user_id: "u-1", tags: ["prod", "eu"], metadata: { env: "prod", region: "eu" }, service_name: "api" }),
-    spanRow(tenant, {
+    spanRow(owner, { trace_id: alpha, span_id: "a000000000000001", name: "checkout", startMs: starts.alpha, durationMs: 2000, status_code: "ok", session_id: "s-1", user_id: "u-1", tags: ["prod", "eu"], metadata: { env: "prod", region: "eu" }, service_name: "api" }),
+    spanRow(owner, {
       trace_id: alpha,
       span_id: "a000000000000002",
       parent_span_id: "a000000000000001",
@@ -44,10 +46,10 @@ function fixtureRows() {
       service_name: "api",
       message_text: "What is your refund policy for my damaged iPhone parcel?\nRefunds are issued within 14 days.",
     }),
-    spanRow(tenant, { trace_id: alpha, parent_span_id: "a000000000000001", name: "search_docs", operation: "execute_tool", tool_name: "search_docs", startMs: starts.alpha + 1200, durationMs: 300, service_name: "api" }),
+    spanRow(owner, { trace_id: alpha, parent_span_id: "a000000000000001", name: "search_docs", operation: "execute_tool", tool_name: "search_docs", startMs: starts.alpha + 1200, durationMs: 300, service_name: "api" }),
     // beta: support, an error span, anthropic, staging
-    spanRow(tenant, { trace_id: beta, span_id: "b000000000000001", name: "support", startMs: starts.beta, durationMs: 10_000, status_code: "ok", session_id: "s-2", user_id: "u-2", tags: ["staging"], metadata: { env: "staging" }, service_name: "worker" }),
-    spanRow(tenant, {
+    spanRow(owner, { trace_id: beta, span_id: "b000000000000001", name: "support", startMs: starts.beta, durationMs: 10_000, status_code: "ok", session_id: "s-2", user_id: "u-2", tags: ["staging"], metadata: { env: "staging" }, service_name: "worker" }),
+    spanRow(owner, {
       trace_id: beta,
       parent_span_id: "b000000000000001",
       name: "chat claude",
@@ -65,12 +67,12 @@ function fixtureRows() {
       message_text: "Will it rain tomorrow? The forecast says light rain and a cold policy wind.",
     }),
     // gamma: checkout again, no session or user, a simulation, status unset, ttft not measured
-    spanRow(tenant, { trace_id: gamma, span_id: "c000000000000001", name: "checkout", startMs: starts.gamma, durationMs: 500, simulation_id: "simulation0000000000000a", service_name: "api" }),
-    spanRow(tenant, { trace_id: gamma, parent_span_id: "c000000000000001", name: "chat mini", operation: "chat", provider: "openai", model: "gpt-4o-mini", startMs: starts.gamma + 10, durationMs: 400, tokens_input: 10, tokens_output: 10, cost_total_microcents: 10, service_name: "api" }),
+    spanRow(owner, { trace_id: gamma, span_id: "c000000000000001", name: "checkout", startMs: starts.gamma, durationMs: 500, simulation_id: "simulation0000000000000a", service_name: "api" }),
+    spanRow(owner, { trace_id: gamma, parent_span_id: "c000000000000001", name: "chat mini", operation: "chat", provider: "openai", model: "gpt-4o-mini", startMs: starts.gamma + 10, durationMs: 400, tokens_input: 10, tokens_output: 10, cost_total_microcents: 10, service_name: "api" }),
     // delta: report, three spans, expensive
-    spanRow(tenant, { trace_id: delta, span_id: "d000000000000001", name: "report", startMs: starts.delta, durationMs: 30_000, status_code: "ok", session_id: "s-1", user_id: "u-3", tags: ["prod"], metadata: { env: "prod" }, service_name: "api" }),
-    spanRow(tenant, { trace_id: delta, parent_span_id: "d000000000000001", name: "chat", operation: "chat", provider: "openai", model: "gpt-4o", startMs: starts.delta + 1000, durationMs: 20_000, tokens_input: 1000, tokens_output: 500, cost_total_microcents: 20_000, time_to_first_token_ns: 100_000_000, service_name: "api" }),
-    spanRow(tenant, { trace_id: delta, parent_span_id: "d000000000000001", name: "search_docs", operation: "execute_tool", tool_name: "search_docs", startMs: starts.delta + 22_000, durationMs: 100, service_name: "api" }),
+    spanRow(owner, { trace_id: delta, span_id: "d000000000000001", name: "report", startMs: starts.delta, durationMs: 30_000, status_code: "ok", session_id: "s-1", user_id: "u-3", tags: ["prod"], metadata: { env: "prod" }, service_name: "api" }),
+    spanRow(owner, { trace_id: delta, parent_span_id: "d000000000000001", name: "chat", operation: "chat", provider: "openai", model: "gpt-4o", startMs: starts.delta + 1000, durationMs: 20_000, tokens_input: 1000, tokens_output: 500, cost_total_microcents: 20_000, time_to_first_token_ns: 100_000_000, service_name: "api" }),
+    spanRow(owner, { trace_id: delta, parent_span_id: "d000000000000001", name: "search_docs", operation: "execute_tool", tool_name: "search_docs", startMs: starts.delta + 22_000, durationMs: 100, service_name: "api" }),
   ];
 }
 
@@ -81,7 +83,7 @@ beforeAll(async () => {
   apiKey = created.account.apiKey;
   slug = created.account.projectSlug;
   tenant = await tenantOf(vigil.ctx, apiKey, slug);
-  await insertSpans(vigil.ctx, fixtureRows());
+  await insertSpans(vigil.ctx, fixtureRows(tenant));
 });
 
 const all: Name[] = ["alpha", "beta", "gamma", "delta"];
@@ -227,14 +229,19 @@ describe("filters", () => {
   });
 
   test("gtePercentile: at or above the percentile of the project's traces in the filter window", async () => {
-    // Durations 0.5 s, 2 s, 10 s, 30 s: the exact median is the upper middle value.
+    // Durations 0.5 s (gamma), 2 s (alpha), 10 s (beta), 30 s (delta): the exact median is the upper middle value.
     expect(await matching({ duration: [{ op: "gtePercentile", value: 50 }] })).toEqual(names("beta", "delta"));
+    expect(await matching({ duration: [{ op: "gtePercentile", value: "50" }] })).toEqual(names("beta", "delta"));
     expect(await matching({ cost: [{ op: "gtePercentile", value: 100 }] })).toEqual(names("delta"));
     expect(await matching({ ttft: [{ op: "gtePercentile", value: 0 }] })).toEqual(all.slice().sort());
-    // Within the window starting at beta, the durations are 0.5 s, 10 s and 30 s.
-    const window = { startTime: [{ op: "gte", value: iso(starts.beta) }] };
-    expect(await matching({ ...window, duration: [{ op: "gtePercentile", value: 50 }] })).toEqual(names("beta", "delta"));
-    expect(await matching({ ...window, duration: [{ op: "gtePercentile", value: 90 }] })).toEqual(names("delta"));
+    // From gamma on, the window holds 0.5 s and 30 s: its 25th percentile is 0.5 s. Over all four
+    // traces it would be 2 s, which gamma does not reach.
+    const fromGamma = { startTime: [{ op: "gte", value: iso(starts.gamma) }] };
+    expect(await matching({ ...fromGamma, duration: [{ op: "gtePercentile", value: 25 }] })).toEqual(names("gamma", "delta"));
+    // Before gamma, the window holds 2 s and 10 s: its 75th percentile is 10 s. Over all four traces
+    // it would be 30 s, which beta does not reach.
+    const beforeGamma = { startTime: [{ op: "lt", value: iso(starts.gamma) }] };
+    expect(await matching({ ...beforeGamma, duration: [{ op: "gtePercentile", value: "75" }] })).toEqual(names("beta"));
   });
 
   test("an unknown field, a bad operator or a bad value is a 400 naming it", async () => {
@@ -253,6 +260,8 @@ describe("filters", () => {
     await rejected({ spanCount: [{ op: "gtePercentile", value: 50 }] }, /filters\.spanCount\[0\]\.op: gtePercentile is supported only on duration, ttft and cost/);
     await rejected({ startTime: [{ op: "gtePercentile", value: 50 }] }, /gtePercentile is supported only/);
     await rejected({ duration: [{ op: "gtePercentile", value: 101 }] }, /filters\.duration\[0\]\.value must be a percentile/);
+    await rejected({ duration: [{ op: "gtePercentile", value: "ninety" }] }, /filters\.duration\[0\]\.value must be a percentile/);
+    await rejected({ duration: [{ op: "gtePercentile", value: true }] }, /filters\.duration\[0\]\.value must be a percentile/);
     await rejected({ duration: [{ op: "gt", value: "fast" }] }, /filters\.duration\[0\]\.value must be a number/);
     await rejected({ startTime: [{ op: "gt", value: "yesterday" }] }, /filters\.startTime\[0\]\.value must be an ISO-8601 timestamp/);
     await rejected({ startTime: [{ op: "gt", value: "2026-02-30T00:00:00Z" }] }, /must be an ISO-8601 timestamp/);
@@ -338,6 +347,18 @@ describe("full-text search", () => {
 });
 
 describe("request validation", () => {
+  test("the default limit is 50", async () => {
+    const other = await bootstrapAccount(vigil.url);
+    const otherTenant = await tenantOf(vigil.ctx, other.account.apiKey, other.account.projectSlug);
+    await insertSpans(vigil.ctx, Array.from({ length: 53 }, (_, i) => spanRow(otherTenant, { trace_id: newTraceId(), startMs: base + i * 1000 })));
+    const first = await other.client.traces.list(other.account.projectSlug);
+    expect(first.items).toHaveLength(50);
+    expect(first.hasMore).toBe(true);
+    const rest = await other.client.traces.list(other.account.projectSlug, { cursor: first.nextCursor! });
+    expect(rest.items).toHaveLength(3);
+    expect(rest.hasMore).toBe(false);
+  });
+
   test("limit is 1 to 200; sort values are checked", async () => {
     for (const body of [{ limit: 0 }, { limit: 201 }, { sortBy: "name" }, { sortDirection: "up" }]) {
       const failure = await sdkFailure(client.traces.list(slug, body as never));
@@ -365,6 +386,7 @@ describe("cursor paging while spans keep arriving", () => {
     const seen: string[] = [];
     let cursor: string | undefined;
     for (let page = 0; ; page++) {
+      if (page === 50) throw new Error("the walk does not end");
       const result = await other.traces.list(projectSlug, { ...body, cursor, limit: 3 } as never);
       seen.push(...result.items.map((item) => item.traceId));
       if (!result.nextCursor) break;
@@ -374,29 +396,38 @@ describe("cursor paging while spans keep arriving", () => {
     return seen;
   }
 
-  test("late spans that move traces across the cursor, and new traces, neither repeat nor skip a trace", async () => {
+  /**
+   * Walks each sort twice over 12 traces: undisturbed, then with late spans between pages that move
+   * every trace and new traces at both ends; both walks must be the same.
+   */
+  async function walkWhileSpansArrive(bodies: Record<string, unknown>[]) {
     const other = await bootstrapAccount(vigil.url);
     const otherSlug = other.account.projectSlug;
     const otherTenant = await tenantOf(vigil.ctx, other.account.apiKey, otherSlug);
     const traceIds = Array.from({ length: 12 }, () => newTraceId());
     await insertSpans(
       vigil.ctx,
-      traceIds.map((trace_id, i) => spanRow(otherTenant, { trace_id, startMs: base + i * 60_000, durationMs: 1000, tokens_input: 10 * (i + 1) })),
+      traceIds.map((trace_id, i) =>
+        spanRow(otherTenant, { trace_id, startMs: base + i * 60_000, durationMs: 1000, tokens_input: 10 * (i + 1), cost_total_microcents: 10 * (i + 1) }),
+      ),
     );
-    for (const body of [
-      { sortBy: "startTime", sortDirection: "desc" },
-      { sortBy: "startTime", sortDirection: "asc" },
-      { sortBy: "tokensTotal", sortDirection: "desc" },
-      { sortBy: "durationNs", sortDirection: "asc" },
-    ]) {
+    for (const [round, body] of bodies.entries()) {
       const expected = await walk(other.client, otherSlug, body);
       expect(new Set(expected).size).toBe(expected.length);
       expect(traceIds.every((id) => expected.includes(id))).toBe(true);
       const seen = await walk(other.client, otherSlug, body, async (page) => {
-        // Every trace gets an earlier start, a later end and more tokens; new traces appear at both ends.
+        // Every trace gets an earlier start, a later end (in the reverse order), more tokens and more
+        // cost than ever before; new traces appear at both ends.
+        const hours = (round * 10 + page + 1) * 3600_000;
         await insertSpans(vigil.ctx, [
           ...traceIds.map((trace_id, i) =>
-            spanRow(otherTenant, { trace_id, startMs: base - (page + 1) * 3600_000 - i * 1000, durationMs: 2 * 3600_000 + page * 60_000, tokens_input: 1000 * (12 - i) }),
+            spanRow(otherTenant, {
+              trace_id,
+              startMs: base - hours - i * 1000,
+              durationMs: 2 * hours + (12 - i) * 7000 + i * 1000,
+              tokens_input: 1000 * (12 - i),
+              cost_total_microcents: 1000 * (12 - i),
+            }),
           ),
           spanRow(otherTenant, { trace_id: newTraceId(), startMs: base + 24 * 3600_000 }),
           spanRow(otherTenant, { trace_id: newTraceId(), startMs: base - 48 * 3600_000 }),
@@ -404,6 +435,121 @@ describe("cursor paging while spans keep arriving", () => {
       });
       expect(seen).toEqual(expected);
     }
+  }
+
+  test("late spans that move traces across the cursor, and new traces, neither repeat nor skip a trace: time sorts", async () => {
+    await walkWhileSpansArrive([
+      { sortBy: "startTime", sortDirection: "desc" },
+      { sortBy: "startTime", sortDirection: "asc" },
+      { sortBy: "endTime", sortDirection: "desc" },
+      { sortBy: "endTime", sortDirection: "asc" },
+    ]);
+  }, 60_000);
+
+  test("late spans that move traces across the cursor, and new traces, neither repeat nor skip a trace: aggregate sorts", async () => {
+    await walkWhileSpansArrive([
+      { sortBy: "tokensTotal", sortDirection: "desc" },
+      { sortBy: "costTotalMicrocents", sortDirection: "desc" },
+      { sortBy: "costTotalMicrocents", sortDirection: "asc" },
+      { sortBy: "durationNs", sortDirection: "asc" },
+    ]);
+  }, 60_000);
+
+  test("traces whose roll-up rows a merge combined across the snapshot are read from their spans", async () => {
+    const other = await bootstrapAccount(vigil.url);
+    const otherSlug = other.account.projectSlug;
+    const otherTenant = await tenantOf(vigil.ctx, other.account.apiKey, otherSlug);
+    const traceIds = Array.from({ length: 9 }, () => newTraceId());
+    await insertSpans(vigil.ctx, traceIds.map((trace_id, i) => spanRow(otherTenant, { trace_id, startMs: base + i * 60_000, tokens_input: 10 })));
+    const body = { sortBy: "startTime", sortDirection: "desc", filters: { tokensInput: [{ op: "lt", value: 100 }] } };
+    const expected = await walk(other.client, otherSlug, body);
+    expect(expected).toEqual([...traceIds].reverse());
+    const items: Latitude.Trace[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < traceIds.length; page++) {
+      const result = await other.client.traces.list(otherSlug, { ...body, cursor, limit: 3 } as never);
+      items.push(...result.items);
+      if (!result.nextCursor) break;
+      cursor = result.nextCursor;
+      // Late spans move every trace and push its tokens past the filter; the merge folds each trace's
+      // rows from before and after the snapshot into one.
+      await insertSpans(vigil.ctx, traceIds.map((trace_id, i) => spanRow(otherTenant, { trace_id, startMs: base - (page + 1) * 3600_000 - i * 1000, tokens_input: 1000 })));
+      await vigil.ctx.ch.client.command({ query: `OPTIMIZE TABLE ${vigil.ctx.ch.database}.traces FINAL` });
+    }
+    expect(items.map((item) => item.traceId)).toEqual(expected);
+    expect(items.map((item) => [item.spanCount, item.tokensInput])).toEqual(traceIds.map(() => [1, 10]));
+  }, 30_000);
+
+  test("a filtered walk reads the filters at its snapshot too", async () => {
+    const other = await bootstrapAccount(vigil.url);
+    const otherSlug = other.account.projectSlug;
+    const otherTenant = await tenantOf(vigil.ctx, other.account.apiKey, otherSlug);
+    const traceIds = Array.from({ length: 12 }, () => newTraceId());
+    // Odd traces are ok and last 1 s; even ones have no status.
+    await insertSpans(
+      vigil.ctx,
+      traceIds.map((trace_id, i) =>
+        spanRow(otherTenant, { trace_id, startMs: base + i * 60_000, durationMs: 1000, status_code: i % 2 ? "ok" : "unset", metadata: { env: "prod" } }),
+      ),
+    );
+    const body = {
+      sortBy: "startTime",
+      sortDirection: "desc",
+      filters: { status: [{ op: "eq", value: "ok" }], duration: [{ op: "lt", value: 60_000_000_000 }], "metadata.env": [{ op: "eq", value: "prod" }] },
+    };
+    const expected = await walk(other.client, otherSlug, body);
+    expect(expected).toEqual(traceIds.filter((_, i) => i % 2).reverse());
+    const seen = await walk(other.client, otherSlug, body, async (page) => {
+      // After the snapshot, even traces become ok, odd ones too long, and new matching traces arrive.
+      await insertSpans(vigil.ctx, [
+        ...traceIds.map((trace_id, i) =>
+          spanRow(otherTenant, { trace_id, startMs: base + i * 60_000 + 10, durationMs: i % 2 ? 120_000 : 10, status_code: "ok", metadata: { env: "prod" } }),
+        ),
+        spanRow(otherTenant, { trace_id: newTraceId(), startMs: base + (page * 2 + 1) * 30_000, status_code: "ok", metadata: { env: "prod" } }),
+      ]);
+    });
+    expect(seen).toEqual(expected);
+    // A new walk sees what arrived since.
+    const after = await walk(other.client, otherSlug, body);
+    expect(after.filter((id) => traceIds.includes(id))).toEqual(traceIds.filter((_, i) => i % 2 === 0).reverse());
+  }, 30_000);
+
+  test("an insert that started before the first page and commits after it is in no page of the walk", async () => {
+    const other = await bootstrapAccount(vigil.url);
+    const otherSlug = other.account.projectSlug;
+    const otherTenant = await tenantOf(vigil.ctx, other.account.apiKey, otherSlug);
+    const traceIds = Array.from({ length: 12 }, () => newTraceId());
+    await insertSpans(vigil.ctx, traceIds.map((trace_id, i) => spanRow(otherTenant, { trace_id, startMs: base + i * 60_000 })));
+    const body = { sortBy: "startTime", sortDirection: "desc" };
+    const expected = await walk(other.client, otherSlug, body);
+    expect(expected).toEqual([...traceIds].reverse());
+
+    // The newest trace (first page) gets the earliest start, and a new trace lands mid-walk; the rows'
+    // ingested_at is the insert's start, before the first page, but they are visible only after it.
+    const slow = insertSpansSlowly(
+      vigil.ctx,
+      [
+        spanRow(otherTenant, { trace_id: traceIds[11], startMs: base - 3600_000 }),
+        spanRow(otherTenant, { trace_id: newTraceId(), startMs: base + 5 * 60_000 + 30_000 }),
+      ],
+      2,
+    );
+    await slow.started;
+    let committed = false;
+    const done = slow.committed.then(() => (committed = true));
+    const first = await other.client.traces.list(otherSlug, { ...body, limit: 3 } as never);
+    expect(committed).toBe(false);
+    await done;
+    const seen = first.items.map((item) => item.traceId);
+    for (let cursor = first.nextCursor; cursor; ) {
+      const page = await other.client.traces.list(otherSlug, { ...body, limit: 3, cursor } as never);
+      seen.push(...page.items.map((item) => item.traceId));
+      cursor = page.nextCursor;
+    }
+    expect(seen).toEqual(expected);
+    const fresh = await walk(other.client, otherSlug, body);
+    expect(fresh.at(-1)).toBe(traceIds[11]);
+    expect(fresh).toHaveLength(13);
   }, 30_000);
 
   test("a walk under continuous concurrent ingest returns each trace that existed when it began exactly once", async () => {
@@ -455,4 +601,57 @@ describe("organization-scoped path and isolation", () => {
     const analytics = await stranger.client.traces.analytics(stranger.account.projectSlug, { fromIso: iso(base - hour), toIso: iso(base + 5 * hour) });
     expect(analytics.traces.total).toBe(0);
   });
+});
+
+describe("list rows never read message columns", () => {
+  test("sorts, paging, every kind of filter, analytics and the span list work while reading a message column fails", async () => {
+    // A Vigil of its own: its spans table loses its message columns.
+    const own = await startTestVigil();
+    try {
+      const created = await bootstrapAccount(own.url);
+      const ownTenant = await tenantOf(own.ctx, created.account.apiKey, created.account.projectSlug);
+      const { client: ownClient } = created;
+      const ownSlug = created.account.projectSlug;
+      await insertSpans(own.ctx, fixtureRows(ownTenant));
+      const spans = `${own.ctx.ch.database}.spans`;
+      await own.ctx.ch.client.command({ query: `ALTER TABLE ${spans} DROP INDEX message_words_idx` });
+      for (const column of ["system_instructions", "input_messages", "output_messages", "message_text", "tool_input", "tool_output", "tool_definitions"]) {
+        await own.ctx.ch.client.command({ query: `ALTER TABLE ${spans} DROP COLUMN ${column}` });
+        await own.ctx.ch.client.command({ query: `ALTER TABLE ${spans} ADD COLUMN ${column} String ALIAS toString(throwIf(length(span_id) >= 0, 'read ${column}'))` });
+      }
+      // Reading a message column now fails: a trace's detail does.
+      const [alpha] = (await ownClient.traces.list(ownSlug, { filters: { name: [{ op: "eq", value: "checkout" }] }, sortBy: "startTime", sortDirection: "asc", limit: 1 })).items;
+      expect((await sdkFailure(ownClient.traces.get(ownSlug, alpha.traceId))).statusCode).toBe(500);
+
+      for (const sortBy of ["startTime", "endTime", "durationNs", "tokensTotal", "costTotalMicrocents"] as const) {
+        for (const sortDirection of ["asc", "desc"] as const) {
+          const first = await ownClient.traces.list(ownSlug, { sortBy, sortDirection, limit: 2 });
+          const second = await ownClient.traces.list(ownSlug, { sortBy, sortDirection, limit: 2, cursor: first.nextCursor! });
+          expect(first.items.length + second.items.length).toBe(4);
+        }
+      }
+      const filters = {
+        status: [{ op: "eq", value: "ok" }],
+        name: [{ op: "neq", value: "report" }],
+        tags: [{ op: "contains", value: "pro" }],
+        models: [{ op: "in", value: ["gpt-4o"] }],
+        tools: [{ op: "eq", value: "search_docs" }],
+        definedTools: [{ op: "eq", value: "lookup_order" }],
+        duration: [{ op: "gtePercentile", value: 25 }],
+        cost: [{ op: "gte", value: 1 }],
+        cacheHitRate: [{ op: "gt", value: 0 }],
+        startTime: [{ op: "gte", value: iso(starts.alpha) }],
+        endTime: [{ op: "lte", value: iso(starts.delta + 60_000) }],
+        "metadata.env": [{ op: "eq", value: "prod" }],
+        "score.passed": [{ op: "neq", value: false }],
+      };
+      const filtered = await ownClient.traces.list(ownSlug, { filters: filters as never, limit: 1 });
+      expect(filtered.items.map((item) => item.rootSpanName)).toEqual(["checkout"]);
+      const analytics = await ownClient.traces.analytics(ownSlug, { fromIso: iso(base - hour), toIso: iso(base + 5 * hour) });
+      expect(analytics.traces.total).toBe(4);
+      expect((await ownClient.traces.listSpans(ownSlug, alpha.traceId)).items).toHaveLength(3);
+    } finally {
+      await own.stop();
+    }
+  }, 60_000);
 });

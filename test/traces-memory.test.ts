@@ -1,9 +1,11 @@
-import { beforeAll, describe, expect, test } from "bun:test";
+import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { LatitudeClient } from "@latitude-data/sdk";
 import type { Vigil } from "../src/server";
 import { insertSpans, newTraceId, spanRow, tenantOf, textMessages, type Tenant } from "./fixtures/spans";
 import { bootstrapAccount, sharedVigil } from "./helpers";
 import { sdkFailure } from "./sdk";
+
+setDefaultTimeout(60_000);
 
 let vigil: Vigil;
 let client: LatitudeClient;
@@ -91,6 +93,34 @@ describe("session memory", () => {
     const quiet = await client.traces.getMemory(slug, earlier);
     expect(quiet.total.writeRecords).toBe(4);
   });
+
+  test("a record's earlier body is found however many other writes came after it", async () => {
+    const other = await bootstrapAccount(vigil.url);
+    const otherTenant = await tenantOf(vigil.ctx, other.account.apiKey, other.account.projectSlug);
+    const write = (session_id: string, at: number, recordId: string, content: string, span_id?: string) =>
+      spanRow(otherTenant, {
+        trace_id: newTraceId(),
+        ...(span_id ? { span_id } : {}),
+        session_id,
+        startMs: start + at,
+        durationMs: 1,
+        operation: "update_memory",
+        name: "update_memory",
+        memory_store_id: "notes",
+        memory_record_id: recordId,
+        attr_string: records({ content }),
+      });
+    await insertSpans(vigil.ctx, [
+      write("writer", 0, "kept", "first body"),
+      // More writes to the same store by others than one page of history holds.
+      ...Array.from({ length: 5001 }, (_, i) => write("others", 1 + i, `other-${i}`, `note ${i}`)),
+      write("editor", 10_000, "kept", "first body, edited", "2000000000000099"),
+    ]);
+    const { records: changes } = await other.client.sessions.getMemoryChanges(other.account.projectSlug, "editor");
+    expect(changes).toEqual([
+      { storeId: "notes", recordId: "kept", kind: "updated", beforeBody: "first body", afterBody: "first body, edited", tokensAdded: 2, tokensRemoved: 0, degraded: false, lastChangeSpanId: "2000000000000099" },
+    ]);
+  }, 60_000);
 
   test("an unknown session or trace is a 404", async () => {
     expect((await sdkFailure(client.sessions.getMemory(slug, "no-such-session"))).statusCode).toBe(404);

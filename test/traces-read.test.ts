@@ -1,9 +1,11 @@
-import { beforeAll, describe, expect, test } from "bun:test";
+import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { LatitudeClient } from "@latitude-data/sdk";
 import type { Vigil } from "../src/server";
 import { epochNanos, insertSpans, newTraceId, spanRow, tenantOf, textMessages, type Tenant } from "./fixtures/spans";
 import { bootstrapAccount, sharedVigil } from "./helpers";
 import { sdkFailure } from "./sdk";
+
+setDefaultTimeout(60_000);
 
 let vigil: Vigil;
 let client: LatitudeClient;
@@ -291,6 +293,16 @@ describe("spans", () => {
     expect((await sdkFailure(client.traces.getSpan(slug, traceId, "ffffffffffffffff"))).statusCode).toBe(404);
     expect((await sdkFailure(client.traces.listSpans(slug, newTraceId()))).statusCode).toBe(404);
   });
+
+  test("another organization's key gets a 404 for a span, through its project or this one", async () => {
+    const stranger = await bootstrapAccount(vigil.url);
+    expect((await sdkFailure(stranger.client.traces.getSpan(stranger.account.projectSlug, traceId, ids.lastChat))).statusCode).toBe(404);
+    expect((await sdkFailure(stranger.client.traces.getSpan(slug, traceId, ids.lastChat))).statusCode).toBe(404);
+    const byId = await fetch(`${vigil.url}/v1/organizations/${tenant.organizationId}/projects/${tenant.projectId}/traces/${traceId}/spans/${ids.lastChat}`, {
+      headers: { authorization: `Bearer ${stranger.account.apiKey}` },
+    });
+    expect(byId.status).toBe(404);
+  });
 });
 
 describe("analytics", () => {
@@ -310,6 +322,49 @@ describe("analytics", () => {
     // LLM spans measured 0.3 s, 0.5 s and 0.1 s.
     expect(analytics.timeToFirstToken.median).toBe(0.3);
     expect(analytics.timeToFirstToken.buckets.map((bucket) => bucket.value)).toEqual([0, 0.5, 0.1]);
+  });
+
+  // A partition of their own (an earlier month): these inserts leave the merges of this month's parts
+  // alone, which traces-sdk.test.ts looks at.
+  const past = noon - 40 * 24 * hour;
+
+  test("tokens count LLM spans only", async () => {
+    const other = await bootstrapAccount(vigil.url);
+    const otherTenant = await tenantOf(vigil.ctx, other.account.apiKey, other.account.projectSlug);
+    const trace_id = newTraceId();
+    await insertSpans(vigil.ctx, [
+      spanRow(otherTenant, { trace_id, span_id: "3000000000000001", name: "agent", operation: "invoke_agent", startMs: past, durationMs: 3000, tokens_input: 1000, tokens_output: 1000 }),
+      spanRow(otherTenant, { trace_id, parent_span_id: "3000000000000001", name: "embed", operation: "embeddings", startMs: past + 10, tokens_input: 500 }),
+      spanRow(otherTenant, { trace_id, parent_span_id: "3000000000000001", name: "chat", operation: "chat", startMs: past + 100, tokens_input: 30, tokens_output: 12 }),
+      spanRow(otherTenant, { trace_id, parent_span_id: "3000000000000001", name: "complete", operation: "text_completion", startMs: past + 200, tokens_output: 7, tokens_reasoning: 1 }),
+      spanRow(otherTenant, { trace_id, parent_span_id: "3000000000000001", name: "generate", operation: "generate_content", startMs: past + 300, tokens_cache_read: 50 }),
+    ]);
+    const analytics = await other.client.traces.analytics(other.account.projectSlug, { fromIso: new Date(past - hour).toISOString(), toIso: new Date(past + hour).toISOString() });
+    expect(analytics.tokens.total).toBe(100);
+    expect(analytics.tokens.buckets.map((bucket) => bucket.value)).toEqual([0, 100]);
+    expect(analytics.spans.total).toBe(5);
+  });
+
+  test("a trace counts where its earliest span starts, whichever request brought its spans", async () => {
+    const other = await bootstrapAccount(vigil.url);
+    const otherTenant = await tenantOf(vigil.ctx, other.account.apiKey, other.account.projectSlug);
+    const [before, inside, after] = [newTraceId(), newTraceId(), newTraceId()];
+    const range = { fromIso: new Date(past).toISOString(), toIso: new Date(past + 6 * hour).toISOString() };
+    // Each trace gets one span inside the range first; its other span arrives in a later insert.
+    await insertSpans(vigil.ctx, [before, inside, after].map((trace_id) => spanRow(otherTenant, { trace_id, startMs: past + hour, durationMs: 1000 })));
+    await insertSpans(vigil.ctx, [
+      // Starts before the range: the trace is out, though one of its spans is in.
+      spanRow(otherTenant, { trace_id: before, startMs: past - hour, durationMs: 1000 }),
+      // Ends after the range: still in, with its whole duration.
+      spanRow(otherTenant, { trace_id: inside, startMs: past + 5 * hour, durationMs: 2 * hour }),
+      // Starts after the range: changes nothing about the trace's start.
+      spanRow(otherTenant, { trace_id: after, startMs: past + 7 * hour, durationMs: 1000 }),
+    ]);
+    const analytics = await other.client.traces.analytics(other.account.projectSlug, range);
+    expect(analytics.traces.total).toBe(2);
+    expect(analytics.traces.buckets.map((bucket) => bucket.value)).toEqual([2]);
+    // Durations: 6 h + 1 s (after) and 6 h (inside); the exact median of two is the upper one.
+    expect(analytics.duration.median).toBe(6 * 3600 + 1);
   });
 
   test("the default range is the last 7 days", async () => {

@@ -1,8 +1,10 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { LatitudeClient } from "@latitude-data/sdk";
 import type { Vigil } from "../src/server";
 import { insertSpans, newTraceId, spanRow, tenantOf, type Tenant } from "./fixtures/spans";
 import { bootstrapAccount, startTestVigil } from "./helpers";
+
+setDefaultTimeout(60_000);
 
 /**
  * A local OpenAI-compatible embeddings endpoint whose vectors put synonyms on one axis, so semantic
@@ -114,6 +116,23 @@ describe("semantic search", () => {
     const texts = embedded.filter((input) => input !== "automobile" && input !== "reimbursement please" && input !== "vehicle");
     expect(texts).toHaveLength(new Set(texts).size);
     expect(texts).toHaveLength(4);
+  }, 30_000);
+
+  test("relevance pages with a cursor; a span embedded after the first page stays out of the walk", async () => {
+    // After the previous test, "automobile" matches car (its engine) best, then weather (a car in the rain).
+    const body = { query: "automobile", sortBy: "relevance" } as const;
+    const first = await client.traces.list(slug, { ...body, limit: 1 });
+    expect(first.items.map((item) => nameOf(item.traceId))).toEqual(["car"]);
+    expect(first.hasMore).toBe(true);
+    // A refund span about a car would rank between the two.
+    await insertSpans(vigil.ctx, [spanRow(tenant, { trace_id: traces.refund, startMs: base + 2200, operation: "chat", message_text: "car refund" })]);
+    await waitForEmbeddings(5);
+    const second = await client.traces.list(slug, { ...body, limit: 1, cursor: first.nextCursor! });
+    expect(second.items.map((item) => nameOf(item.traceId))).toEqual(["weather"]);
+    expect(second.hasMore).toBe(false);
+    expect(second.nextCursor).toBeNull();
+    const fresh = await client.traces.list(slug, body);
+    expect(fresh.items.map((item) => nameOf(item.traceId))).toEqual(["car", "refund", "weather"]);
   }, 30_000);
 
   test("when the embeddings endpoint fails, search answers with full-text matching", async () => {

@@ -30,7 +30,10 @@ interface ExportRow {
   attempts: number;
 }
 
-const chunkSize = 2_000;
+/** Traces whose ids a filtered export selects at a time (see `TracesService.matchingTraceIds`). */
+const idWindow = 50_000;
+/** Traces read and written to the CSV at a time. */
+const itemBatch = 2_000;
 const maxAttempts = 5;
 const lockMinutes = 15;
 const linkValidDays = 7;
@@ -188,11 +191,14 @@ export class TraceExports {
     let rows = 0;
     try {
       await file.write(csvHeader);
-      const chunks = selection.by === "ids" ? idChunks(selection.ids) : this.traces.matchingTraceIds(project, validateTraceFilters(selection.filters), chunkSize);
-      for await (const { ids, snapshot } of chunks) {
-        const items = await this.traces.traceItems(project, ids, snapshot);
-        await file.write(items.map(csvRow).join(""));
-        rows += items.length;
+      const selected: AsyncIterable<{ ids: string[]; snapshot?: string }> | { ids: string[]; snapshot?: string }[] =
+        selection.by === "ids" ? [{ ids: selection.ids }] : this.traces.matchingTraceIds(project, validateTraceFilters(selection.filters), idWindow);
+      for await (const { ids, snapshot } of selected) {
+        for (let i = 0; i < ids.length; i += itemBatch) {
+          const items = await this.traces.traceItems(project, ids.slice(i, i + itemBatch), snapshot);
+          await file.write(items.map(csvRow).join(""));
+          rows += items.length;
+        }
       }
     } finally {
       await file.close();
@@ -208,8 +214,4 @@ export class TraceExports {
       UPDATE trace_exports SET file_name = NULL WHERE expires_at < now() AND file_name IS NOT NULL RETURNING id`;
     for (const { id } of expired) await rm(join(this.directory, `${id}.csv`), { force: true });
   }
-}
-
-async function* idChunks(ids: string[]): AsyncGenerator<{ ids: string[]; snapshot?: string }> {
-  for (let i = 0; i < ids.length; i += chunkSize) yield { ids: ids.slice(i, i + chunkSize) };
 }

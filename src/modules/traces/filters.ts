@@ -185,6 +185,12 @@ class FilterError {
   constructor(readonly message: string) {}
 }
 
+/** A finite number, given as a number or as its decimal text; null otherwise. */
+function numberOf(raw: unknown): number | null {
+  const number = typeof raw === "string" && /^-?\d+(\.\d+)?([eE][-+]?\d+)?$/.test(raw.trim()) ? Number(raw) : raw;
+  return typeof number === "number" && Number.isFinite(number) ? number : null;
+}
+
 function scalarFor(field: TraceFilterField, raw: unknown, where: string): FilterScalar {
   switch (field.kind) {
     case "string":
@@ -194,8 +200,8 @@ function scalarFor(field: TraceFilterField, raw: unknown, where: string): Filter
       if (raw.length > maxStringLength) throw new FilterError(`${where} is longer than ${maxStringLength} characters`);
       return raw;
     case "number": {
-      const number = typeof raw === "string" && /^-?\d+(\.\d+)?([eE][-+]?\d+)?$/.test(raw.trim()) ? Number(raw) : raw;
-      if (typeof number !== "number" || !Number.isFinite(number)) throw new FilterError(`${where} must be a number`);
+      const number = numberOf(raw);
+      if (number === null) throw new FilterError(`${where} must be a number`);
       return number;
     }
     case "boolean":
@@ -228,10 +234,9 @@ function validateCondition(name: string, field: TraceFilterField, condition: unk
   if (value === undefined || value === null) throw new FilterError(`${where}.value is required`);
   if (operator === "gtePercentile") {
     if (!field.percentile) throw new FilterError(`${where}.op: gtePercentile is supported only on duration, ttft and cost`);
-    if (typeof value !== "number" || !Number.isFinite(value) || value < 0 || value > 100) {
-      throw new FilterError(`${where}.value must be a percentile between 0 and 100`);
-    }
-    return { op: operator, value };
+    const percentile = numberOf(value);
+    if (percentile === null || percentile < 0 || percentile > 100) throw new FilterError(`${where}.value must be a percentile between 0 and 100`);
+    return { op: operator, value: percentile };
   }
   if (!operatorsByKind[field.kind].includes(operator)) {
     throw new FilterError(`${where}.op: ${operator} does not apply to ${name}; use one of ${operatorsByKind[field.kind].join(", ")}`);

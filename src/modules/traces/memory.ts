@@ -23,8 +23,8 @@ import type { ProjectRef } from "./service";
 
 const memoryOperations = ["search_memory", "update_memory", "delete_memory", "create_memory_store", "delete_memory_store"];
 const writeOperations = ["update_memory", "delete_memory", "delete_memory_store"];
-/** How far back the replay reads the project's other writes to the scope's stores. */
-const historyLimit = 5000;
+/** Rows of the project's other writes read at a time. */
+const historyPage = 5000;
 
 /** Token estimate: about four characters a token, as common BPE vocabularies average over English text. */
 export const estimateTokens = (text: string | null) => (text ? Math.ceil(text.length / 4) : 0);
@@ -77,6 +77,9 @@ function recordsOf(span: MemorySpanRow): RecordEvent[] {
 }
 
 const recordKey = (storeId: string, recordId: string) => `${storeId}\u0000${recordId}`;
+
+/** Order of spans by (start_time, span_id), as ClickHouse sorts them: `started_at` text sorts like the time. */
+const precedes = (a: MemorySpanRow, b: MemorySpanRow) => a.started_at < b.started_at || (a.started_at === b.started_at && a.span_id < b.span_id);
 
 /** Tokens an edit added and removed: the differing middle of the two bodies, after their common ends. */
 function endpointDiff(before: string, after: string): { added: number; removed: number } {
@@ -147,35 +150,54 @@ export class MemoryService {
   }
 
   /**
+   * The project's writes to these stores outside the scope's traces, up to `until`, in time order,
+   * read a page at a time.
+   */
+  private async *outsideWrites(project: ProjectRef, traceIds: string[], storeIds: string[], until: string): AsyncGenerator<MemorySpanRow> {
+    let last: MemorySpanRow | null = null;
+    for (;;) {
+      const params = new QueryParams();
+      let pastLast = "";
+      if (last) {
+        const lastStart = params.bind(last.started_at, "DateTime64(9, 'UTC')");
+        pastLast = ` AND start_time >= ${lastStart} AND (start_time, span_id) > (${lastStart}, ${params.bind(last.span_id, "String")})`;
+      }
+      const page = await this.rows<MemorySpanRow>(
+        `SELECT ${spanColumns} FROM ${this.ch.database}.spans FINAL
+         WHERE organization_id = ${params.bind(project.organizationId, "String")} AND project_id = ${params.bind(project.id, "String")}
+           AND trace_id NOT IN ${params.bind(traceIds, "Array(String)")} AND operation IN ${params.bind(writeOperations, "Array(String)")}
+           AND memory_store_id IN ${params.bind(storeIds, "Array(String)")} AND start_time <= ${params.bind(until, "DateTime64(9, 'UTC')")}${pastLast}
+         ORDER BY start_time, span_id
+         LIMIT ${historyPage}`,
+        params,
+      );
+      yield* page;
+      if (page.length < historyPage) return;
+      last = page.at(-1)!;
+    }
+  }
+
+  /**
    * Replays, in time order, the scope's memory spans together with the project's other writes to the
    * same stores up to the scope's last write: the world's state of each record gives what the scope
-   * found before its first write, and the scope's own writes give what it left.
+   * found before its first write, and the scope's own writes give what it left. The whole history is
+   * replayed, but the world keeps only the records the answer can name: those the scope writes, and
+   * every record of a store it drops.
    */
   private async analyze(project: ProjectRef, scope: MemoryScope): Promise<RecordState[]> {
     const traceIds = await this.scopeTraceIds(project, scope);
     const params = new QueryParams();
-    const tenant = `organization_id = ${params.bind(project.organizationId, "String")} AND project_id = ${params.bind(project.id, "String")}`;
-    const scopeTraces = params.bind(traceIds, "Array(String)");
     const spans = await this.rows<MemorySpanRow>(
       `SELECT ${spanColumns} FROM ${this.ch.database}.spans FINAL
-       WHERE ${tenant} AND trace_id IN ${scopeTraces} AND operation IN ${params.bind(memoryOperations, "Array(String)")}
+       WHERE organization_id = ${params.bind(project.organizationId, "String")} AND project_id = ${params.bind(project.id, "String")}
+         AND trace_id IN ${params.bind(traceIds, "Array(String)")} AND operation IN ${params.bind(memoryOperations, "Array(String)")}
        ORDER BY start_time, span_id`,
       params,
     );
     const scopeWrites = spans.filter((span) => writeOperations.includes(span.operation));
-    const history = scopeWrites.length
-      ? (
-          await this.rows<MemorySpanRow>(
-            `SELECT ${spanColumns} FROM ${this.ch.database}.spans FINAL
-             WHERE ${tenant} AND trace_id NOT IN ${scopeTraces} AND operation IN ${params.bind(writeOperations, "Array(String)")}
-               AND memory_store_id IN ${params.bind([...new Set(scopeWrites.map((span) => span.memory_store_id))], "Array(String)")}
-               AND start_time <= ${params.bind(scopeWrites.at(-1)!.started_at, "DateTime64(9, 'UTC')")}
-             ORDER BY start_time DESC, span_id DESC
-             LIMIT ${historyLimit}`,
-            params,
-          )
-        ).reverse()
-      : [];
+    const writtenRecords = new Set(scopeWrites.flatMap((span) => recordsOf(span).map(({ recordId }) => recordKey(span.memory_store_id, recordId))));
+    const droppedStores = new Set(scopeWrites.filter((span) => span.operation === "delete_memory_store").map((span) => span.memory_store_id));
+    const kept = (storeId: string, recordId: string) => droppedStores.has(storeId) || writtenRecords.has(recordKey(storeId, recordId));
 
     const world = new Map<string, RecordBody & { storeId: string; recordId: string }>();
     const states = new Map<string, RecordState>();
@@ -197,13 +219,10 @@ export class MemoryService {
         record.after = next;
         record.lastChangeSpanId = span.span_id;
       }
-      world.set(key, { storeId: span.memory_store_id, recordId, ...next });
+      if (kept(span.memory_store_id, recordId)) world.set(key, { storeId: span.memory_store_id, recordId, ...next });
     };
 
-    const timeline = [...history.map((span) => ({ span, inScope: false })), ...spans.map((span) => ({ span, inScope: true }))].sort(
-      (a, b) => (a.span.started_at < b.span.started_at ? -1 : a.span.started_at > b.span.started_at ? 1 : a.span.span_id.localeCompare(b.span.span_id)),
-    );
-    for (const { span, inScope } of timeline) {
+    const replay = (span: MemorySpanRow, inScope: boolean) => {
       if (span.operation === "search_memory") {
         for (const { recordId, body } of recordsOf(span)) state(span.memory_store_id, recordId).readTokens += estimateTokens(body);
       } else if (span.operation === "update_memory") {
@@ -215,7 +234,18 @@ export class MemoryService {
           if (record.storeId === span.memory_store_id && record.exists) write(span, record.recordId, absent, inScope);
         }
       }
+    };
+
+    // Both sequences are in (start_time, span_id) order; they are merged as the history streams in.
+    let next = 0;
+    if (scopeWrites.length) {
+      const storeIds = [...new Set(scopeWrites.map((span) => span.memory_store_id))];
+      for await (const outside of this.outsideWrites(project, traceIds, storeIds, scopeWrites.at(-1)!.started_at)) {
+        while (next < spans.length && precedes(spans[next], outside)) replay(spans[next++], true);
+        replay(outside, false);
+      }
     }
+    while (next < spans.length) replay(spans[next++], true);
     return [...states.values()].sort((a, b) => a.storeId.localeCompare(b.storeId) || a.recordId.localeCompare(b.recordId));
   }
 

@@ -6,7 +6,8 @@ import type { QueryParams } from "./params";
  * aggregated, so picking a page of ids reads a few cheap columns, never message text.
  */
 
-const llmCompletion = "operation IN ('chat', 'text_completion', 'generate_content') AND NOT is_usage_wrapper";
+/** A span that is an LLM completion: not a usage wrapper repeating its steps' (Vercel `ai.generateText`). */
+export const llmCompletion = "operation IN ('chat', 'text_completion', 'generate_content') AND NOT is_usage_wrapper";
 
 /** Each stored column: its aggregate over the roll-up and the same aggregate over raw spans. */
 const aggregates = {
@@ -106,14 +107,23 @@ export interface TraceScope {
   projectId: string;
   /** An IN operand limiting the relation to these traces: a bound `Array(String)` or a subquery. */
   traceIds?: string;
-  /** Placeholder of a `String`: only traces whose id sorts after it (keyset walks in id order). */
+  /** Placeholders of `String`s: only traces whose id sorts after `traceIdAfter` and up to `traceIdThrough`. */
   traceIdAfter?: string;
+  traceIdThrough?: string;
   /**
-   * Placeholder of a `DateTime64(3, 'UTC')`: the relation as it was when spans ingested up to this
-   * instant were all there. Traces whose spans all arrived later are absent; traces that gained
-   * spans later are recomputed from their spans ingested up to the instant.
+   * Placeholder of a `DateTime64(3, 'UTC')`: the relation as it was when the spans ingested up to
+   * this instant were all there (see `TracesService.settledInstant`). Traces whose spans all arrived
+   * later are absent; traces that gained spans later have their values at the instant.
+   *
+   * A roll-up row holds spans ingested between its `first_ingested_at` and `last_ingested_at`, so
+   * rows ingested by the instant are kept and rows ingested after it dropped. A row that a merge
+   * combined across the instant ("straddling") cannot be split: with `exact`, its traces are
+   * recomputed from their spans ingested up to the instant; without, the relation only reads the
+   * roll-up, and its column `straddles` is set on such traces (their values are then not the
+   * snapshot's, and the statement must be run again with `exact`).
    */
   snapshot?: string;
+  exact?: boolean;
 }
 
 /** Binds the tenant of a query and returns its scope. */
@@ -134,14 +144,18 @@ function storedColumnsFor(columns: Iterable<TraceColumn>): StoredColumn[] {
   return [...stored];
 }
 
-/** Spans a snapshot must recompute: traces with at least one span ingested after the instant. */
-export function changedSinceSnapshotSql(scope: TraceScope): string {
-  return `SELECT DISTINCT trace_id FROM ${scope.database}.spans WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId} AND ingested_at > ${scope.snapshot}`;
+/** Traces with a roll-up row that holds spans ingested both up to and after the snapshot. */
+export function straddlingSql(scope: TraceScope): string {
+  return `SELECT trace_id FROM ${scope.database}.traces WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId}
+    AND first_ingested_at <= ${scope.snapshot} AND last_ingested_at > ${scope.snapshot}`;
 }
 
+/** `fn(args)` as `fnIf(args, condition)`: a roll-up aggregate over the rows meeting the condition. */
+const aggregateIf = (aggregate: string, condition: string) => aggregate.replace(/^(\w+)\((.*)\)$/, `$1If($2, ${condition})`);
+
 /**
- * SQL of a subquery yielding `trace_id` and the requested columns, one row per trace of the scope.
- * With a snapshot the caller must define the CTE `changed_since_snapshot` (see `withSnapshot`).
+ * SQL of a subquery yielding `trace_id` and the requested columns, one row per trace of the scope;
+ * with a snapshot, also `straddles` (see `TraceScope.snapshot`).
  */
 export function traceRelationSql(columns: Iterable<TraceColumn>, scope: TraceScope): string {
   const wanted = new Set(columns);
@@ -149,26 +163,32 @@ export function traceRelationSql(columns: Iterable<TraceColumn>, scope: TraceSco
   const tenant = `organization_id = ${scope.organizationId} AND project_id = ${scope.projectId}`;
   let idFilter = scope.traceIds ? ` AND trace_id IN ${scope.traceIds}` : "";
   if (scope.traceIdAfter) idFilter += ` AND trace_id > ${scope.traceIdAfter}`;
-  const branch = (source: "rollup" | "spans") =>
-    ["trace_id", ...stored.map((column) => `${aggregates[column][source]} AS a_${column}`)].join(", ");
-
-  let inner = `SELECT ${branch("rollup")} FROM ${scope.database}.traces WHERE ${tenant}${idFilter}`;
-  if (scope.snapshot) {
-    inner += ` AND trace_id NOT IN changed_since_snapshot GROUP BY trace_id`;
-    inner += ` UNION ALL SELECT ${branch("spans")} FROM ${scope.database}.spans WHERE ${tenant}${idFilter}`;
-    inner += ` AND trace_id IN changed_since_snapshot AND ingested_at <= ${scope.snapshot} GROUP BY trace_id`;
-  } else {
-    inner += " GROUP BY trace_id";
-  }
+  if (scope.traceIdThrough) idFilter += ` AND trace_id <= ${scope.traceIdThrough}`;
+  const branch = (source: "rollup" | "spans", rowsAtSnapshot?: string) =>
+    [
+      "trace_id",
+      ...stored.map((column) => {
+        const aggregate = aggregates[column][source];
+        return `${rowsAtSnapshot ? aggregateIf(aggregate, rowsAtSnapshot) : aggregate} AS a_${column}`;
+      }),
+    ].join(", ");
 
   const outer = ["trace_id"];
   for (const column of wanted) {
     outer.push(column in derived ? `${derived[column as DerivedColumn].sql} AS ${column}` : `a_${column} AS ${column}`);
   }
-  return `(SELECT ${outer.join(", ")} FROM (${inner}))`;
-}
+  const rollup = `FROM ${scope.database}.traces WHERE ${tenant}${idFilter}`;
+  if (!scope.snapshot) return `(SELECT ${outer.join(", ")} FROM (SELECT ${branch("rollup")} ${rollup} GROUP BY trace_id))`;
 
-/** Prefixes a statement with the CTE a snapshot relation reads; returns the statement unchanged otherwise. */
-export function withSnapshot(scope: TraceScope, statement: string): string {
-  return scope.snapshot ? `WITH changed_since_snapshot AS (${changedSinceSnapshotSql(scope)}) ${statement}` : statement;
+  const ingestedBySnapshot = ` AND first_ingested_at <= ${scope.snapshot}`;
+  if (scope.exact) {
+    const straddling = straddlingSql(scope);
+    const inner = `SELECT ${branch("rollup")} ${rollup}${ingestedBySnapshot} AND trace_id NOT IN (${straddling}) GROUP BY trace_id
+      UNION ALL SELECT ${branch("spans")} FROM ${scope.database}.spans WHERE ${tenant}${idFilter}
+        AND trace_id IN (${straddling}) AND ingested_at <= ${scope.snapshot} GROUP BY trace_id`;
+    return `(SELECT ${outer.join(", ")}, 0 AS straddles FROM (${inner}))`;
+  }
+  const inner = `SELECT ${branch("rollup", `last_ingested_at <= ${scope.snapshot}`)}, max(last_ingested_at > ${scope.snapshot}) AS a_straddles
+    ${rollup}${ingestedBySnapshot} GROUP BY trace_id`;
+  return `(SELECT ${outer.join(", ")}, a_straddles AS straddles FROM (${inner}))`;
 }

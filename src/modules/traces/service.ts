@@ -4,7 +4,7 @@ import { decodeTraceCursor, encodeTraceCursor, walkFingerprint, type TraceCursor
 import { compileTraceFilters, isoToDateTime64, validateTraceFilters, type FilterSqlContext, type ValidFilterSet } from "./filters";
 import type { ListTracesBody, SortDirection, SortField, Span, SpanDetail, Trace, TraceAnalyticsResponse, TraceDetail } from "./model";
 import { QueryParams } from "./params";
-import { bindScope, changedSinceSnapshotSql, traceItemColumns, traceRelationSql, withSnapshot, type TraceColumn, type TraceScope } from "./relation";
+import { bindScope, llmCompletion, straddlingSql, traceItemColumns, traceRelationSql, type TraceColumn, type TraceScope } from "./relation";
 import { conversationOf, spanDetailColumns, spanItemColumns, toSpan, toSpanDetail, toTrace, type AnnotationCounts, type SpanDetailRow, type SpanItemRow, type TraceItemRow } from "./rows";
 import type { TraceSearch } from "./search";
 
@@ -54,7 +54,8 @@ const keyFormats: Record<SortKeyPart["type"], RegExp> = {
   Float64: /^-?(\d+(\.\d*)?|\.\d+)(e[-+]?\d+)?$/i,
 };
 
-const llmOperations = "('chat', 'text_completion', 'generate_content')";
+/** Slack for the millisecond rounding of `ingested_at` against the microsecond clock of running queries. */
+const clockSlackMs = 1;
 const halfDayMs = 12 * 3600 * 1000;
 const maxAnalyticsDays = 1000;
 const nsPerSecond = 1e9;
@@ -66,14 +67,18 @@ interface PageWalk {
   query: string;
   filters: ValidFilterSet;
   cursor: TraceCursor | null;
+  /** The instant every page of the walk reads the traces at. */
+  snapshot: string;
   limit: number;
 }
 
 interface PageRow {
   trace_id: string;
   key: string[];
-  observed_at: string;
 }
+
+/** A statement over the trace relation, built for a fast or an exact read at a snapshot (see `TraceScope.snapshot`). */
+type RelationStatement = (exact: boolean) => Promise<{ query: string; params: QueryParams }> | { query: string; params: QueryParams };
 
 export class TracesService {
   constructor(
@@ -90,7 +95,38 @@ export class TracesService {
     return result.json<T>();
   }
 
-  /** The compile context of a filter set over a scope; percentiles read the same scope. */
+  /**
+   * The latest instant a walk can read the traces at and find the same traces on every later page.
+   * `ingested_at` is the time an INSERT started, and its rows become visible when it commits: an
+   * insert that started before an instant t and is still running would add rows "ingested up to t"
+   * after t was read. So the instant is now, or just before the start of the oldest insert into this
+   * database still running; every row ingested up to it is then visible, and stays the same.
+   */
+  private async settledInstant(): Promise<string> {
+    const params = new QueryParams();
+    const [{ instant }] = await this.rows<{ instant: string }>(
+      `SELECT toString(toDateTime64(now64(6, 'UTC') - toIntervalMicrosecond(toUInt64(max(elapsed) * 1000000)), 3, 'UTC') - toIntervalMillisecond(${clockSlackMs})) AS instant
+       FROM system.processes WHERE query_kind = 'Insert' AND position(query, ${params.bind(this.database, "String")}) > 0`,
+      params,
+    );
+    return instant;
+  }
+
+  /**
+   * Rows of a statement over the trace relation. At a snapshot it is read from the roll-up alone, and
+   * again with straddling traces recomputed from their spans when that read met one: the statement
+   * selects `straddles` and keeps straddling traces whatever its conditions (`WHERE straddles OR …`,
+   * first in a limited order), so that one is noticed even when its roll-up values would leave it out.
+   */
+  private async relationRows<T>(statement: RelationStatement): Promise<T[]> {
+    const fast = await statement(false);
+    const rows = await this.rows<T & { straddles?: number }>(fast.query, fast.params);
+    if (!rows.some((row) => row.straddles)) return rows;
+    const exact = await statement(true);
+    return this.rows<T>(exact.query, exact.params);
+  }
+
+  /** The compile context of a filter set over a scope; percentiles read the same scope, exactly. */
   private filterContext(scope: TraceScope, params: QueryParams): FilterSqlContext {
     return {
       params,
@@ -99,7 +135,7 @@ export class TracesService {
       projectId: scope.projectId,
       spanScope: scope.snapshot ? `ingested_at <= ${scope.snapshot}` : "1",
       percentile: (expression, columns, fraction, window) =>
-        `(SELECT quantileExact(${params.bind(fraction, "Float64")})(${expression}) FROM ${traceRelationSql(columns, { database: scope.database, organizationId: scope.organizationId, projectId: scope.projectId, snapshot: scope.snapshot })} WHERE ${window})`,
+        `(SELECT quantileExact(${params.bind(fraction, "Float64")})(${expression}) FROM ${traceRelationSql(columns, { database: scope.database, organizationId: scope.organizationId, projectId: scope.projectId, snapshot: scope.snapshot, exact: true })} WHERE ${window})`,
     };
   }
 
@@ -113,14 +149,14 @@ export class TracesService {
     const fingerprint = walkFingerprint(query, body.filters);
     const cursor = body.cursor ? decodeTraceCursor(body.cursor, { sortBy: body.sortBy ?? "startTime", direction, fingerprint }) : null;
 
-    const page = await this.selectPage(project, { sortBy, direction, query, filters, cursor, limit });
+    const snapshot = cursor?.snapshot ?? (await this.settledInstant());
+    const page = await this.selectPage(project, { sortBy, direction, query, filters, cursor, snapshot, limit });
     const hasMore = page.length > limit;
     const rows = page.slice(0, limit);
-    const snapshot = cursor?.snapshot ?? rows[0]?.observed_at;
-    const items = await this.traceItems(project, rows.map((row) => row.trace_id), cursor?.snapshot);
+    const items = await this.traceItems(project, rows.map((row) => row.trace_id), snapshot);
     const last = rows.at(-1);
     const nextCursor =
-      hasMore && last && snapshot
+      hasMore && last
         ? encodeTraceCursor({ sortBy: body.sortBy ?? "startTime", direction, key: last.key, traceId: last.trace_id, snapshot, fingerprint })
         : null;
     return { items, nextCursor, hasMore };
@@ -128,8 +164,8 @@ export class TracesService {
 
   /**
    * Picks the ids of one page: only the sort key and the columns the filters read are aggregated.
-   * Pages after the first read the relation at the walk's snapshot, so keys do not move under the
-   * cursor while spans arrive. Time sorts first try the traces near the top of the order only (see
+   * Every page reads the relation at the walk's snapshot, so keys do not move under the cursor while
+   * spans arrive. Time sorts first try the traces near the top of the order only (see
    * `queryPage`), and aggregate the whole project when that does not fill the page.
    */
   private async selectPage(project: ProjectRef, walk: PageWalk): Promise<PageRow[]> {
@@ -143,94 +179,108 @@ export class TracesService {
 
   /**
    * One page query. With `candidates`, a time sort aggregates only the traces having a roll-up row
-   * among the `candidates` first rows in sort order (past the cursor), plus those changed since the
-   * snapshot, and keeps the traces whose merged time is within that bound. A trace's merged time
-   * equals one of its rows' times, so every trace within the bound is among the candidates: when the
-   * page fills, it is exactly the page of the whole project.
+   * among the `candidates` first rows in sort order (past the cursor, ingested by the snapshot), plus
+   * the straddling ones, and keeps the traces whose merged time is within that bound. A trace's
+   * merged time equals one of its rows' times, so every trace within the bound is among the
+   * candidates: when the page fills, it is exactly the page of the whole project.
    */
-  private async queryPage(project: ProjectRef, walk: PageWalk, candidates: number | null): Promise<PageRow[]> {
-    const params = new QueryParams();
-    const scope = bindScope(params, this.database, project.organizationId, project.id);
-    if (walk.cursor) scope.snapshot = params.bind(walk.cursor.snapshot, "DateTime64(3, 'UTC')");
-    const sort = sorts[walk.sortBy];
-    const descending = walk.direction === "desc";
-    const ctes = scope.snapshot ? [`changed_since_snapshot AS (${changedSinceSnapshotSql(scope)})`] : [];
-    const conditions: string[] = [];
+  private queryPage(project: ProjectRef, walk: PageWalk, candidates: number | null): Promise<PageRow[]> {
+    return this.relationRows<PageRow>(async (exact) => {
+      const params = new QueryParams();
+      const scope = bindScope(params, this.database, project.organizationId, project.id);
+      scope.snapshot = params.bind(walk.snapshot, "DateTime64(3, 'UTC')");
+      scope.exact = exact;
+      const sort = sorts[walk.sortBy];
+      const descending = walk.direction === "desc";
+      const conditions: string[] = [];
+      let pageBound = "";
 
-    let cursorTime: string | null = null;
-    if (walk.cursor) {
-      const { key, traceId } = walk.cursor;
-      if (key.length !== sort.key.length || !sort.key.every((part, i) => keyFormats[part.type].test(key[i]))) {
-        throw badRequest("cursor: is not a cursor returned by this list");
+      let cursorTime: string | null = null;
+      if (walk.cursor) {
+        const { key, traceId } = walk.cursor;
+        if (key.length !== sort.key.length || !sort.key.every((part, i) => keyFormats[part.type].test(key[i]))) {
+          throw badRequest("cursor: is not a cursor returned by this list");
+        }
+        const bounds = sort.key.map((part, i) => part.bound(params.bind(key[i], part.type)));
+        cursorTime = bounds[0];
+        conditions.push(`(${[...sort.key.map((part) => part.order), "trace_id"].join(", ")}) ${descending ? "<" : ">"} (${[...bounds, params.bind(traceId, "String")].join(", ")})`);
       }
-      const bounds = sort.key.map((part, i) => part.bound(params.bind(key[i], part.type)));
-      cursorTime = bounds[0];
-      conditions.push(`(${[...sort.key.map((part) => part.order), "trace_id"].join(", ")}) ${descending ? "<" : ">"} (${[...bounds, params.bind(traceId, "String")].join(", ")})`);
-    }
 
-    if (candidates !== null && sort.partial) {
-      const column = sort.partial;
-      const tenant = `organization_id = ${scope.organizationId} AND project_id = ${scope.projectId}`;
-      const pastCursor = cursorTime ? ` AND ${column} ${descending ? "<=" : ">="} ${cursorTime}` : "";
-      ctes.push(
-        `(SELECT ${descending ? "min" : "max"}(${column}) FROM (SELECT ${column} FROM ${this.database}.traces WHERE ${tenant}${pastCursor}
-          ORDER BY ${column} ${descending ? "DESC" : "ASC"} LIMIT ${params.bind(candidates, "UInt32")})) AS page_bound`,
-      );
-      const withinBound = `${column} ${descending ? ">=" : "<="} page_bound`;
-      const changed = scope.snapshot ? " UNION ALL SELECT trace_id FROM changed_since_snapshot" : "";
-      scope.traceIds = `(SELECT trace_id FROM ${this.database}.traces WHERE ${tenant} AND ${withinBound}${pastCursor}${changed})`;
-      conditions.push(withinBound);
-    }
+      if (candidates !== null && sort.partial) {
+        const column = sort.partial;
+        const rowsPastCursor = `FROM ${this.database}.traces WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId}
+          AND first_ingested_at <= ${scope.snapshot}${cursorTime ? ` AND ${column} ${descending ? "<=" : ">="} ${cursorTime}` : ""}`;
+        pageBound = `WITH (SELECT ${descending ? "min" : "max"}(${column}) FROM (SELECT ${column} ${rowsPastCursor}
+          ORDER BY ${column} ${descending ? "DESC" : "ASC"} LIMIT ${params.bind(candidates, "UInt32")})) AS page_bound `;
+        const withinBound = `${column} ${descending ? ">=" : "<="} page_bound`;
+        scope.traceIds = `(SELECT trace_id ${rowsPastCursor} AND ${withinBound} UNION ALL ${straddlingSql(scope)})`;
+        conditions.push(withinBound);
+      }
 
-    const compiled = compileTraceFilters(walk.filters, this.filterContext(scope, params));
-    conditions.unshift(compiled.where);
-    const relation = traceRelationSql(new Set([...sort.columns, ...compiled.columns]), scope);
-    const search = walk.query ? await this.search.relevanceSql(walk.query, scope, params) : null;
-    const from = search ? `${relation} AS trace INNER JOIN ${search} AS match USING (trace_id)` : relation;
-    const direction = descending ? "DESC" : "ASC";
-    const statement = `${ctes.length ? `WITH ${ctes.join(", ")} ` : ""}SELECT trace_id, [${sort.key.map((part) => part.select).join(", ")}] AS key, toString(now64(3, 'UTC')) AS observed_at
-       FROM ${from}
-       WHERE ${conditions.join(" AND ")}
-       ORDER BY ${[...sort.key.map((part) => `${part.order} ${direction}`), `trace_id ${direction}`].join(", ")}
-       LIMIT ${params.bind(walk.limit + 1, "UInt32")}`;
-    return this.rows<PageRow>(statement, params);
+      const compiled = compileTraceFilters(walk.filters, this.filterContext(scope, params));
+      conditions.unshift(compiled.where);
+      const relation = traceRelationSql(new Set([...sort.columns, ...compiled.columns]), scope);
+      const search = walk.query ? await this.search.relevanceSql(walk.query, scope, params) : null;
+      const from = search ? `${relation} AS trace INNER JOIN ${search} AS match USING (trace_id)` : relation;
+      const direction = descending ? "DESC" : "ASC";
+      const query = `${pageBound}SELECT trace_id, [${sort.key.map((part) => part.select).join(", ")}] AS key, straddles
+         FROM ${from}
+         WHERE straddles OR (${conditions.join(" AND ")})
+         ORDER BY ${["straddles DESC", ...sort.key.map((part) => `${part.order} ${direction}`), `trace_id ${direction}`].join(", ")}
+         LIMIT ${params.bind(walk.limit + 1, "UInt32")}`;
+      return { query, params };
+    });
   }
 
   /**
-   * The ids of every trace matching the filters, in id order, `chunkSize` at a time, all read at the
-   * snapshot of the first chunk: memory stays bounded however many traces match.
+   * The ids of every trace matching the filters, in id order, all read at one snapshot. The project's
+   * traces are walked in windows of at most `windowSize` consecutive ids, each aggregated on its own:
+   * every trace is aggregated once, and memory holds one window's ids.
    */
-  async *matchingTraceIds(project: ProjectRef, filters: ValidFilterSet, chunkSize: number): AsyncGenerator<{ ids: string[]; snapshot: string }> {
-    const [{ now: snapshot }] = await this.rows<{ now: string }>("SELECT toString(now64(3, 'UTC')) AS now", new QueryParams());
+  async *matchingTraceIds(project: ProjectRef, filters: ValidFilterSet, windowSize: number): AsyncGenerator<{ ids: string[]; snapshot: string }> {
+    const snapshot = await this.settledInstant();
     let after = "";
     for (;;) {
-      const params = new QueryParams();
-      const scope = bindScope(params, this.database, project.organizationId, project.id);
-      scope.snapshot = params.bind(snapshot, "DateTime64(3, 'UTC')");
-      scope.traceIdAfter = params.bind(after, "String");
-      const compiled = compileTraceFilters(filters, this.filterContext(scope, params));
-      const rows = await this.rows<{ trace_id: string }>(
-        withSnapshot(
-          scope,
-          `SELECT trace_id FROM ${traceRelationSql(compiled.columns, scope)} WHERE ${compiled.where} ORDER BY trace_id LIMIT ${params.bind(chunkSize, "UInt32")}`,
-        ),
-        params,
+      const windowParams = new QueryParams();
+      // The roll-up is sorted by trace id, so this reads about `windowSize` rows. A trace may have
+      // several rows: a window holds at most `windowSize` traces.
+      const [windowEnd] = await this.rows<{ trace_id: string }>(
+        `SELECT trace_id FROM ${this.database}.traces
+         WHERE organization_id = ${windowParams.bind(project.organizationId, "String")} AND project_id = ${windowParams.bind(project.id, "String")}
+           AND trace_id > ${windowParams.bind(after, "String")}
+         ORDER BY trace_id LIMIT 1 OFFSET ${windowParams.bind(windowSize - 1, "UInt32")}`,
+        windowParams,
       );
+      const rows = await this.relationRows<{ trace_id: string }>((exact) => {
+        const params = new QueryParams();
+        const scope = bindScope(params, this.database, project.organizationId, project.id);
+        scope.snapshot = params.bind(snapshot, "DateTime64(3, 'UTC')");
+        scope.exact = exact;
+        scope.traceIdAfter = params.bind(after, "String");
+        if (windowEnd) scope.traceIdThrough = params.bind(windowEnd.trace_id, "String");
+        const compiled = compileTraceFilters(filters, this.filterContext(scope, params));
+        const query = `SELECT trace_id, straddles FROM ${traceRelationSql(compiled.columns, scope)} WHERE straddles OR (${compiled.where}) ORDER BY trace_id`;
+        return { query, params };
+      });
       if (rows.length) yield { ids: rows.map((row) => row.trace_id), snapshot };
-      if (rows.length < chunkSize) return;
-      after = rows.at(-1)!.trace_id;
+      if (!windowEnd) return;
+      after = windowEnd.trace_id;
     }
   }
 
-  /** Trace items for these ids, in the given order, aggregated over their roll-up rows only. */
+  /** Trace items for these ids, in the given order, aggregated over their roll-up rows (at `snapshot` when given). */
   async traceItems(project: ProjectRef, traceIds: string[], snapshot?: string): Promise<Trace[]> {
     if (!traceIds.length) return [];
-    const params = new QueryParams();
-    const scope = bindScope(params, this.database, project.organizationId, project.id);
-    scope.traceIds = params.bind(traceIds, "Array(String)");
-    if (snapshot) scope.snapshot = params.bind(snapshot, "DateTime64(3, 'UTC')");
+    const statement = (exact: boolean) => {
+      const params = new QueryParams();
+      const scope = bindScope(params, this.database, project.organizationId, project.id);
+      scope.traceIds = params.bind(traceIds, "Array(String)");
+      if (snapshot) scope.snapshot = params.bind(snapshot, "DateTime64(3, 'UTC')");
+      scope.exact = exact;
+      return { query: `SELECT * FROM ${traceRelationSql(traceItemColumns, scope)}`, params };
+    };
     const [rows, annotations] = await Promise.all([
-      this.rows<TraceItemRow>(withSnapshot(scope, `SELECT * FROM ${traceRelationSql(traceItemColumns, scope)}`), params),
+      this.relationRows<TraceItemRow>(statement),
       this.annotationCounts(project, traceIds),
     ]);
     const byId = new Map(rows.map((row) => [row.trace_id, row]));
@@ -337,6 +387,9 @@ export class TracesService {
     const fromParam = params.bind(isoToDateTime64(fromIso ?? new Date(from).toISOString()), "DateTime64(9, 'UTC')");
     const toParam = params.bind(isoToDateTime64(toIso ?? new Date(to).toISOString()), "DateTime64(9, 'UTC')");
     const bucket = "toStartOfInterval(start_time, INTERVAL 12 HOUR)";
+    // A trace's start is the earliest start among its roll-up rows, so a trace starting within the
+    // range has a row starting within it: only those traces are aggregated, over all their rows.
+    scope.traceIds = `(SELECT trace_id FROM ${this.database}.traces WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId} AND start_time BETWEEN ${fromParam} AND ${toParam})`;
 
     type TraceBucket = { bucket: string; total: number; traces: number; duration_median_ns: number };
     type SpanBucket = { bucket: string; total: number; spans: number; tokens: number; cost: number; ttft_median_ns: number };
@@ -350,9 +403,9 @@ export class TracesService {
       ),
       this.rows<SpanBucket>(
         `SELECT toString(${bucket}) AS bucket, grouping(${bucket}) AS total, count() AS spans,
-           sumIf(tokens_input + tokens_output + tokens_cache_read + tokens_cache_create + tokens_reasoning, NOT is_usage_wrapper) AS tokens,
+           sumIf(tokens_input + tokens_output + tokens_cache_read + tokens_cache_create + tokens_reasoning, ${llmCompletion}) AS tokens,
            sumIf(cost_total_microcents, NOT is_usage_wrapper) AS cost,
-           quantileExactIf(0.5)(time_to_first_token_ns, operation IN ${llmOperations} AND time_to_first_token_ns > 0) AS ttft_median_ns
+           quantileExactIf(0.5)(time_to_first_token_ns, ${llmCompletion} AND time_to_first_token_ns > 0) AS ttft_median_ns
          FROM ${this.database}.spans
          WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId} AND start_time BETWEEN ${fromParam} AND ${toParam}
          GROUP BY ${bucket} WITH ROLLUP`,

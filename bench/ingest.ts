@@ -14,6 +14,8 @@ const { values: args } = parseArgs({
   options: {
     seconds: { type: "string", default: "20" },
     connections: { type: "string", default: "8" },
+    /** Only the in-process ceiling: to compare code changes without HTTP. */
+    "ceiling-only": { type: "boolean", default: false },
   },
 });
 const seconds = Number(args.seconds);
@@ -107,7 +109,7 @@ async function ceiling(): Promise<number> {
   const { priceSpan } = await import("../src/ingest/price");
   const { spanWriterOptions, startSpanWriter } = await import("../src/ingest/write");
   const log = createLogger("warn");
-  const config = loadConfig({ DATA_DIR: join(benchDir, "ceiling"), CLICKHOUSE_DATABASE: "ceiling" });
+  const config = loadConfig({ ...process.env, DATA_DIR: join(benchDir, "ceiling"), CLICKHOUSE_DATABASE: "ceiling", CHDB_PATH: "" });
   const store = openClickHouse(config);
   await migrateClickHouse(store, null, log);
   const writer = await startSpanWriter(spanWriterOptions(config, store, log));
@@ -159,6 +161,10 @@ async function withVigil(name: string, run: (vigil: VigilProcess) => Promise<Pha
 }
 
 console.log(`ingest bench: ${SPANS_PER_REQUEST} spans/request of ${Math.round(factory.bytes / SPANS_PER_REQUEST)} B, ${connections} connections, ${seconds}s per phase`);
+if (args["ceiling-only"]) {
+  console.log(`${"ceiling (in-process, no HTTP)".padEnd(30)}  ${(await ceiling()).toFixed(0).padStart(6)} spans/s`);
+  process.exit(0);
+}
 const plain = await withVigil("redaction-off", (vigil) => drive("max load, redaction off", vigil));
 const enforced = await withVigil("redaction-enforced", (vigil) => drive("max load, redaction enforced", vigil, { redaction: "enforce" }));
 const maxRequestsPerSecond = plain.spansPerSecond / SPANS_PER_REQUEST;

@@ -88,7 +88,7 @@ const insertSettings = (segment: SealedSegment) =>
     `insert_deduplication_token = ${sqlString(`vigil-wal-${segment.name}`)}`,
     "deduplicate_blocks_in_dependent_materialized_views = 1",
     "async_insert = 0",
-    // Built by merges instead (sql/clickhouse/005_message_words_index.sql).
+    // Built by merges instead (sql/clickhouse/004_message_words_index.sql).
     "exclude_materialize_skip_indexes_on_insert = 'message_words_idx'",
   ].join(", ");
 

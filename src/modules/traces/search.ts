@@ -37,7 +37,7 @@ function fullTextSql(query: string, scope: TraceScope, params: QueryParams): str
   const terms = searchTerms(query);
   if (!terms.length) return "(SELECT '' AS trace_id, toFloat64(0) AS relevance WHERE 0)";
   const snapshot = scope.snapshot ? ` AND ingested_at <= ${scope.snapshot}` : "";
-  // `lower(message_text)` is the expression of the words index (sql/clickhouse/005_message_words_index.sql).
+  // `lower(message_text)` is the expression of the words index (sql/clickhouse/004_message_words_index.sql).
   const found = terms.map((term) => `max(hasToken(lower(message_text), ${params.bind(term, "String")}))`);
   return `(SELECT trace_id, (${found.join(" + ")}) / ${params.bind(terms.length, "UInt32")} AS relevance
     FROM ${scope.database}.spans

@@ -12,7 +12,7 @@ import { requestFactory, SPANS_PER_REQUEST } from "./workload";
 
 const { values: args } = parseArgs({
   options: {
-    seconds: { type: "string", default: "20" },
+    seconds: { type: "string", default: "30" },
     connections: { type: "string", default: "8" },
     /** Only the in-process ceiling: to compare code changes without HTTP. */
     "ceiling-only": { type: "boolean", default: false },

@@ -69,8 +69,7 @@ const SECRET_PATTERNS: SecretPattern[] = [
     replace: whole,
   },
   {
-    // "gh" alone is in half of all English texts ("right", "though"); the prefix with its underscore is not.
-    markers: ["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
+    markers: ["gh", "github_pat_"],
     pattern: new RegExp(START + String.raw`(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})`, "g"),
     replace: whole,
   },

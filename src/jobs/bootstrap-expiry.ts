@@ -1,7 +1,7 @@
 import { rm } from "node:fs/promises";
-import { join } from "node:path";
 import type { Context } from "../context";
 import type { Queryable } from "../db/postgres";
+import { exportFiles } from "../modules/traces/export";
 
 type Stores = Pick<Context, "sql" | "ch" | "config" | "log">;
 
@@ -58,8 +58,6 @@ async function revokeKeysOfExpiredOrganizations({ sql }: Stores): Promise<void> 
     UPDATE api_keys SET revoked_at = now() WHERE revoked_at IS NULL AND organization_id IN (SELECT id FROM expired)`;
 }
 
-/** An export's CSV, finished or still being written (traces/export.ts names them after the export). */
-const exportFiles = (dataDir: string, exportId: string) => [join(dataDir, "exports", `${exportId}.csv`), join(dataDir, "exports", `${exportId}.csv.partial`)];
 
 /**
  * Deletes temporary organizations whose claim link expired unclaimed, with everything in them, in two
@@ -98,7 +96,7 @@ export async function deleteExpiredBootstrapOrganizations(stores: Stores, graceS
     exportIds.push(...batch.exportIds);
     if (batch.ids.length < batchSize) break;
   }
-  for (const id of exportIds) for (const file of exportFiles(stores.config.dataDir, id)) await rm(file, { force: true });
+  for (const id of exportIds) for (const file of Object.values(exportFiles(stores.config.dataDir, id))) await rm(file, { force: true });
   if (deleted.length > 0) stores.log.info("deleted expired bootstrap organizations", { count: deleted.length, organizationIds: deleted });
   return deleted;
 }

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, open, rename, rm } from "node:fs/promises";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import type { Config } from "../../config";
 import type { Sql } from "../../db/postgres";
 import { badRequest, HttpError, notFound } from "../../lib/errors";
@@ -40,6 +40,12 @@ const linkValidDays = 7;
 const pollMs = 2_000;
 const sweepEveryMs = 3600_000;
 
+/** Where an export's CSV lives: `file` once complete, `partial` while it is written. */
+export function exportFiles(dataDir: string, exportId: string) {
+  const file = join(dataDir, "exports", `${exportId}.csv`);
+  return { file, partial: `${file}.partial` };
+}
+
 /** The Trace fields, in schema order, are the CSV columns. */
 const columns = Object.keys(Trace.properties) as (keyof Trace)[];
 
@@ -56,7 +62,6 @@ export const csvHeader = `${columns.join(",")}\r\n`;
 export const csvRow = (trace: Trace) => `${columns.map((column) => csvCell(trace[column])).join(",")}\r\n`;
 
 export class TraceExports {
-  private readonly directory: string;
   private timer: ReturnType<typeof setTimeout> | null = null;
   private running: Promise<void> | null = null;
   private stopped = false;
@@ -68,9 +73,7 @@ export class TraceExports {
     private readonly mailer: Mailer,
     private readonly config: Pick<Config, "dataDir" | "publicUrl">,
     private readonly log: Logger,
-  ) {
-    this.directory = join(config.dataDir, "exports");
-  }
+  ) {}
 
   /** Queues an export; 400 when the recipient is not a member of the organization or the filters are invalid. */
   async request(project: ProjectRef, body: ExportTracesBody): Promise<{ status: "queued" }> {
@@ -99,7 +102,7 @@ export class TraceExports {
       SELECT token_hash, file_name, expires_at < now() AS expired FROM trace_exports WHERE id = ${exportId}`;
     if (!row?.token_hash || !constantTimeEqual(sha256Hex(token), row.token_hash)) throw notFound("Export");
     if (row.expired || !row.file_name) throw new HttpError(410, "This export link has expired; request a new export");
-    return { path: join(this.directory, row.file_name), fileName: `traces-${exportId}.csv` };
+    return { path: exportFiles(this.config.dataDir, exportId).file, fileName: `traces-${exportId}.csv` };
   }
 
   start(): void {
@@ -155,9 +158,10 @@ export class TraceExports {
 
   private async run(job: ExportRow): Promise<void> {
     const project = { id: job.project_id, organizationId: job.organization_id };
-    const fileName = `${job.id}.csv`;
+    const files = exportFiles(this.config.dataDir, job.id);
+    const fileName = basename(files.file);
     try {
-      const rowCount = await this.writeCsv(project, job.selection, fileName);
+      const rowCount = await this.writeCsv(project, job.selection, files);
       const token = randomBytes(32).toString("base64url");
       const [done] = await this.sql<{ expires_at: Date }[]>`
         UPDATE trace_exports
@@ -184,9 +188,8 @@ export class TraceExports {
   }
 
   /** Writes the CSV beside its final name and renames it once complete, so a download never sees half a file. */
-  private async writeCsv(project: ProjectRef, selection: Selection, fileName: string): Promise<number> {
-    await mkdir(this.directory, { recursive: true });
-    const partial = join(this.directory, `${fileName}.partial`);
+  private async writeCsv(project: ProjectRef, selection: Selection, { file: path, partial }: ReturnType<typeof exportFiles>): Promise<number> {
+    await mkdir(dirname(path), { recursive: true });
     const file = await open(partial, "w", 0o600);
     let rows = 0;
     try {
@@ -203,7 +206,7 @@ export class TraceExports {
     } finally {
       await file.close();
     }
-    await rename(partial, join(this.directory, fileName));
+    await rename(partial, path);
     return rows;
   }
 
@@ -212,6 +215,6 @@ export class TraceExports {
     this.lastSweep = Date.now();
     const expired = await this.sql<{ id: string }[]>`
       UPDATE trace_exports SET file_name = NULL WHERE expires_at < now() AND file_name IS NOT NULL RETURNING id`;
-    for (const { id } of expired) await rm(join(this.directory, `${id}.csv`), { force: true });
+    for (const { id } of expired) await rm(exportFiles(this.config.dataDir, id).file, { force: true });
   }
 }

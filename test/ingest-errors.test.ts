@@ -475,6 +475,39 @@ describe("credentials", () => {
   });
 });
 
+describe("concurrent exports", () => {
+  test("past INGEST_MAX_CONCURRENT_EXPORTS an export is a 503 with Retry-After at once, and stores nothing", async () => {
+    const single = await startTestVigil({ INGEST_MAX_CONCURRENT_EXPORTS: "1" });
+    try {
+      const owner = await tenant(single, "concurrency");
+      // The first export holds the only slot while its body is still arriving.
+      const encoded = new TextEncoder().encode(jsonRequest([{ name: "first" }]));
+      let finish!: () => void;
+      const bodyRest = new Promise<void>((resolve) => (finish = resolve));
+      const slow = new ReadableStream<Uint8Array>({
+        async start(controller) {
+          controller.enqueue(encoded.slice(0, 10));
+          await bodyRest;
+          controller.enqueue(encoded.slice(10));
+          controller.close();
+        },
+      });
+      const first = post(single, slow, { ...JSON_TYPE, ...credentials(owner) });
+      await Bun.sleep(200);
+      const refused = await post(single, jsonRequest([{ name: "second" }]), { ...JSON_TYPE, ...credentials(owner) });
+      expect(refused.headers.get("retry-after")).toBe("1");
+      await expectError(refused, 503, "Ingest is saturated, retry later");
+      finish();
+      expect((await first).status).toBe(200);
+      const third = await post(single, jsonRequest([{ name: "third" }]), { ...JSON_TYPE, ...credentials(owner) });
+      expect(third.status).toBe(200);
+      expect((await storedSpans(single, owner.organizationId)).map((span) => span.name)).toEqual(["first", "third"]);
+    } finally {
+      await single.stop();
+    }
+  });
+});
+
 describe("backpressure", () => {
   // The smallest queue INGEST_QUEUE_BYTES allows (src/config.ts): 1 MiB in memory, 4 MiB of write-ahead log backlog.
   let pressed: Vigil;

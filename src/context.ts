@@ -3,6 +3,7 @@ import type { ClickHouseStore } from "./db/clickhouse";
 import type { Sql } from "./db/postgres";
 import type { IngestPipeline } from "./ingest/pipeline";
 import type { SpanWriter } from "./ingest/write";
+import type { Boss } from "./jobs/boss";
 import type { Logger } from "./lib/log";
 import type { AuthService } from "./modules/auth/service";
 import type { RedactionPolicies } from "./ingest/redaction-policy";
@@ -20,6 +21,8 @@ export interface Context {
   spanWriter: SpanWriter;
   /** Decode → map → redact → price → batch, shared by the OTLP HTTP and gRPC receivers. */
   ingest: IngestPipeline;
+  /** pg-boss: background work the fleet shares (queues, schedules, retries, singletons); see src/jobs/. */
+  boss: Boss;
   /** Registers work to finish during graceful shutdown, run in reverse order of registration. */
   onShutdown(task: () => Promise<void> | void): void;
 }

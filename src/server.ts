@@ -2,6 +2,7 @@ import type { Config } from "./config";
 import type { Context } from "./context";
 import { createApp } from "./app";
 import { startJobs } from "./jobs";
+import { startBoss, type Boss } from "./jobs/boss";
 import { openClickHouse } from "./db/clickhouse";
 import { migrateClickHouse, migratePostgres } from "./db/migrate";
 import { openPostgres } from "./db/postgres";
@@ -32,10 +33,12 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
   const ch = openClickHouse(config);
   const shutdownTasks: (() => Promise<void> | void)[] = [];
   let spanWriter: SpanWriter;
+  let boss: Boss;
   try {
     await migratePostgres(pg.sql, log);
     await migrateClickHouse(ch, config.clickhouse.cluster, log);
     spanWriter = await startSpanWriter(spanWriterOptions(config, ch, log));
+    boss = await startBoss(pg.url, log);
   } catch (error) {
     await ch.close();
     await pg.close();
@@ -52,11 +55,14 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
     auth,
     redaction,
     spanWriter,
+    boss,
     ingest: new IngestPipeline(auth, pg.sql, redaction, spanWriter, config.ingest.maxConcurrentExports, log),
     onShutdown: (task) => shutdownTasks.push(task),
   };
   // Registered first, so it runs last: after the receivers stop, before the stores close.
   ctx.onShutdown(() => spanWriter.close());
+  // Next to last: jobs in progress finish before the span writer flushes and the stores close.
+  ctx.onShutdown(() => boss.stop({ graceful: true, timeout: 10_000 }));
   const app = createApp(ctx);
   let stopping: Promise<void> | null = null;
   const stop = () =>
@@ -108,7 +114,7 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
     ctx.onShutdown(grpc.stop);
     log.info("otlp grpc receiver started", { port: grpc.port });
   }
-  startJobs(ctx);
+  await startJobs(ctx);
   const port = app.server!.port!;
   if (!config.publicUrlConfigured) config.publicUrl = `http://localhost:${port}`;
   log.info("vigil started", { port, host: config.host, ms: Math.round(performance.now() - started) });

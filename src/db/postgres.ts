@@ -14,6 +14,8 @@ export type Queryable = postgres.ISql<{}>;
 
 export interface PostgresStore {
   sql: Sql;
+  /** The connection string, for clients that open their own pool (pg-boss). */
+  url: string;
   close(): Promise<void>;
 }
 
@@ -147,13 +149,15 @@ export async function startEmbeddedPostgres(dataDir: string, log: Logger): Promi
 /** postgres.js on DATABASE_URL, or on an embedded PostgreSQL server in `$DATA_DIR/pg`. */
 export async function openPostgres(databaseUrl: string | null, dataDir: string, log: Logger): Promise<PostgresStore> {
   const embedded = databaseUrl ? null : await startEmbeddedPostgres(dataDir, log);
-  const sql = postgres(databaseUrl ?? embedded!.url, {
+  const url = databaseUrl ?? embedded!.url;
+  const sql = postgres(url, {
     max: 20,
     onnotice: () => {},
     transform: { undefined: null },
   });
   return {
     sql,
+    url,
     async close() {
       await sql.end({ timeout: 5 });
       await embedded?.stop();

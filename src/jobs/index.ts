@@ -1,49 +1,15 @@
 import type { Context } from "../context";
 import { RateLimiter } from "../lib/rate-limit";
 import { deleteExpiredBootstrapOrganizations } from "./bootstrap-expiry";
-
-interface Job {
-  name: string;
-  run(): Promise<unknown>;
-}
+import { scheduleJob } from "./boss";
 
 /**
- * Runs the periodic maintenance jobs every `intervalMs` in every process; the jobs themselves are
- * safe to run concurrently across processes. A round never overlaps the previous one, and shutdown
- * waits for a round in progress.
+ * Everything that runs in the background, in one place. Work lives in pg-boss queues in PostgreSQL,
+ * so several Vigil processes share it and each scheduled job runs once per tick across the fleet;
+ * shutdown (pg-boss's graceful stop, registered in server.ts) waits for jobs in progress.
  */
-export function startJobs(ctx: Context, intervalMs = 60_000): void {
+export async function startJobs(ctx: Context): Promise<void> {
   const limiter = new RateLimiter(ctx.sql);
-  const jobs: Job[] = [
-    { name: "delete-expired-bootstrap-organizations", run: () => deleteExpiredBootstrapOrganizations(ctx) },
-    { name: "purge-expired-rate-limits", run: () => limiter.purgeExpired() },
-  ];
-  let timer: ReturnType<typeof setTimeout> | null = null;
-  let round: Promise<void> | null = null;
-  let stopped = false;
-
-  const runRound = async () => {
-    for (const job of jobs) {
-      try {
-        await job.run();
-      } catch (error) {
-        ctx.log.error("job failed", { job: job.name, error: error as Error });
-      }
-    }
-  };
-  const schedule = () => {
-    timer = setTimeout(() => {
-      round = runRound().finally(() => {
-        round = null;
-        if (!stopped) schedule();
-      });
-    }, intervalMs);
-  };
-
-  schedule();
-  ctx.onShutdown(async () => {
-    stopped = true;
-    if (timer) clearTimeout(timer);
-    await round;
-  });
+  await scheduleJob(ctx.boss, "delete-expired-bootstrap-organizations", "* * * * *", () => deleteExpiredBootstrapOrganizations(ctx), ctx.log);
+  await scheduleJob(ctx.boss, "purge-expired-rate-limits", "*/10 * * * *", () => limiter.purgeExpired(), ctx.log);
 }

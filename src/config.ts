@@ -35,6 +35,8 @@ export interface Config {
     maxConcurrentExports: number;
     flushRows: number;
     flushIntervalMs: number;
+    /** Test-only fault injection (VIGIL_TEST_CRASH_AFTER_SPANS_INSERT): the process dies after the `spans` part of its n-th segment insert commits and before the views' parts do. */
+    crashAfterSpansInsert: number | null;
   };
   embeddings: { baseUrl: string; apiKey: string | null; model: string } | null;
   provider: { baseUrl: string; apiKey: string | null; model: string } | null;
@@ -158,6 +160,7 @@ export function loadConfig(env: Env = process.env): Config {
       maxConcurrentExports: intVar(env, "INGEST_MAX_CONCURRENT_EXPORTS", 32, 1, 100_000),
       flushRows: intVar(env, "INGEST_FLUSH_ROWS", 10_000, 1, 1_000_000),
       flushIntervalMs: intVar(env, "INGEST_FLUSH_MS", 200, 1, 60_000),
+      crashAfterSpansInsert: env.VIGIL_TEST_CRASH_AFTER_SPANS_INSERT ? intVar(env, "VIGIL_TEST_CRASH_AFTER_SPANS_INSERT", 1, 1, 1_000_000) : null,
     },
     embeddings: embeddingsUrl
       ? { baseUrl: embeddingsUrl, apiKey: env.EMBEDDINGS_API_KEY || null, model: env.EMBEDDINGS_MODEL || "text-embedding-3-small" }

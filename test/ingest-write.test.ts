@@ -147,7 +147,7 @@ describe("span writer", () => {
 
     const stored = await select<Record<string, unknown>>(
       store,
-      `SELECT * EXCEPT (start_time, end_time, ingested_at), toString(toUnixTimestamp64Nano(start_time)) AS start_time, toString(toUnixTimestamp64Nano(end_time)) AS end_time
+      `SELECT * EXCEPT (start_time, end_time, ingested_at, wal_segment), toString(toUnixTimestamp64Nano(start_time)) AS start_time, toString(toUnixTimestamp64Nano(end_time)) AS end_time
        FROM ${store.database}.spans WHERE organization_id = ${sqlString(organization)} ORDER BY span_id`,
     );
     expect(stored).toEqual([...rows].sort((a, b) => a.span_id.localeCompare(b.span_id)) as unknown as Record<string, unknown>[]);

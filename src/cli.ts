@@ -31,7 +31,7 @@ const commands: Record<string, { summary: string; run(stores: Stores): Promise<s
  */
 async function withStores<T>(config: Config, log: Logger, use: (stores: Stores) => Promise<T>): Promise<T> {
   const embedded = config.databaseUrl === null || config.clickhouse.url === null;
-  const unlock = embedded ? lockDataDir(config.dataDir) : () => {};
+  const unlock = embedded ? await lockDataDir(config.dataDir) : () => {};
   try {
     const pg = await openPostgres(config.databaseUrl, config.dataDir, log);
     const ch = openClickHouse(config);

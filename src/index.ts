@@ -1,5 +1,5 @@
 import { ConfigError, loadConfig } from "./config";
-import { DataDirInUseError } from "./db/data-dir";
+import { DataDirError } from "./db/data-dir";
 import { ListenError, startVigil } from "./server";
 
 let config;
@@ -14,7 +14,7 @@ try {
 }
 
 const vigil = await startVigil(config).catch((error) => {
-  if (error instanceof DataDirInUseError || error instanceof ListenError) {
+  if (error instanceof DataDirError || error instanceof ListenError) {
     console.error(`vigil: ${error.message}`);
     process.exit(2);
   }

@@ -2,7 +2,9 @@ import { dlopen, FFIType } from "bun:ffi";
 import { closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeSync } from "node:fs";
 import { join } from "node:path";
 
-export class DataDirInUseError extends Error {}
+/** DATA_DIR cannot be used; the message is the one line to print. */
+export class DataDirError extends Error {}
+export class DataDirInUseError extends DataDirError {}
 
 const LOCK_EX = 2;
 const LOCK_NB = 4;

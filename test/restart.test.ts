@@ -195,14 +195,20 @@ describe("graceful shutdown", () => {
     };
   }
 
-  const signals: [string, string, (vigil: VigilProcess) => void][] = [
+  const bunRunStart = ["run", "start"];
+  const signals: [string, string, (vigil: VigilProcess) => void, string[]?][] = [
     ["SIGTERM to Vigil", "sigterm", (vigil) => process.kill(vigil.child.pid!, "SIGTERM")],
     ["Ctrl-C (SIGINT to its whole process group)", "ctrl-c", (vigil) => killGroup(vigil.child, "SIGINT")],
+    // What systemd's KillMode=control-group and `kill -TERM -PGID` do.
+    ["With `bun run start`, SIGTERM to the whole process group", "start-group", (vigil) => killGroup(vigil.child, "SIGTERM"), bunRunStart],
+    // What `docker stop` does: the top process alone.
+    ["With `bun run start`, SIGTERM to the top process", "start-top", (vigil) => process.kill(vigil.child.pid!, "SIGTERM"), bunRunStart],
+    ["With `bun run start`, Ctrl-C", "start-ctrl-c", (vigil) => killGroup(vigil.child, "SIGINT"), bunRunStart],
   ];
-  for (const [signal, name, send] of signals) {
+  for (const [signal, name, send, command] of signals) {
     test(`${signal} finishes the request in flight, then stops postgres and exits 0`, async () => {
       const dir = join(testRoot, `shutdown-${name}`);
-      const vigil = await spawnVigil(dir);
+      const vigil = await spawnVigil(dir, {}, 60_000, command);
       started.push(vigil);
       const { account } = await bootstrapAccount(vigil.url);
       const postgresPid = postmasterPid(dir);

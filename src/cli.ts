@@ -5,6 +5,8 @@ import { migrateClickHouse, migratePostgres } from "./db/migrate";
 import { openPostgres, type Sql } from "./db/postgres";
 import { createLogger, type Logger } from "./lib/log";
 import { ScoreCopier } from "./modules/scores/copy";
+import { rebuildRollups, type RollupScope } from "./db/rollups";
+import { parseArgs } from "node:util";
 
 interface Stores {
   sql: Sql;
@@ -12,13 +14,45 @@ interface Stores {
   log: Logger;
 }
 
+/** A bad argument: printed as one line with the usage. */
+class UsageError extends Error {}
+
+/** `--project <id or slug>`, `--from <ISO instant>`, `--to <ISO instant>`. */
+async function rollupScope(sql: Sql, args: string[]): Promise<RollupScope> {
+  const { values } = parseArgs({ args, options: { project: { type: "string" }, from: { type: "string" }, to: { type: "string" } } });
+  const scope: RollupScope = {};
+  for (const bound of ["from", "to"] as const) {
+    const value = values[bound];
+    if (value === undefined) continue;
+    const date = new Date(value);
+    if (Number.isNaN(date.getTime())) throw new UsageError(`--${bound}: not an ISO 8601 instant: ${value}`);
+    scope[bound] = date;
+  }
+  if (values.project !== undefined) {
+    const projects = await sql<{ id: string; organization_id: string }[]>`
+      SELECT id, organization_id FROM projects WHERE (id = ${values.project} OR slug = ${values.project}) AND deleted_at IS NULL`;
+    if (projects.length === 0) throw new UsageError(`--project: no project has the id or slug ${values.project}`);
+    if (projects.length > 1) throw new UsageError(`--project: several organizations have a project ${values.project}; give its id`);
+    scope.organizationId = projects[0]!.organization_id;
+    scope.projectId = projects[0]!.id;
+  }
+  return scope;
+}
+
 /** Maintenance commands; each returns the line it prints. */
-const commands: Record<string, { summary: string; run(stores: Stores): Promise<string> }> = {
+const commands: Record<string, { summary: string; run(stores: Stores, args: string[]): Promise<string> }> = {
   "rebuild-score-copy": {
     summary: "Re-copy every score and annotation from PostgreSQL into ClickHouse (idempotent)",
     async run({ sql, ch, log }) {
       const copied = await new ScoreCopier(sql, ch, log).rebuild();
       return `rebuilt the ClickHouse copy of ${copied} scores`;
+    },
+  },
+  "rebuild-rollups": {
+    summary: "Recompute the trace and session roll-ups from spans [--project <id|slug>] [--from <ISO>] [--to <ISO>] (idempotent)",
+    async run({ sql, ch }, args) {
+      const rebuilt = await rebuildRollups(ch, await rollupScope(sql, args));
+      return `rebuilt ${rebuilt.map(({ table, rows }) => `${rows} ${table}`).join(", ")} from spans`;
     },
   },
 };
@@ -58,7 +92,7 @@ if (!command) {
 
 try {
   const config = loadConfig(process.env);
-  console.log(await withStores(config, createLogger(config.logLevel), command.run));
+  console.log(await withStores(config, createLogger(config.logLevel), (stores) => command.run(stores, process.argv.slice(3))));
 } catch (error) {
   if (error instanceof ConfigError) {
     console.error(`vigil: invalid configuration: ${error.message}`);
@@ -66,6 +100,10 @@ try {
   }
   if (error instanceof DataDirInUseError) {
     console.error(`vigil: ${error.message}; stop it first, or set DATABASE_URL and CLICKHOUSE_URL`);
+    process.exit(2);
+  }
+  if (error instanceof UsageError || (error as NodeJS.ErrnoException).code?.startsWith("ERR_PARSE_ARGS")) {
+    console.error(`vigil: ${name}: ${(error as Error).message}`);
     process.exit(2);
   }
   if (error instanceof DataDirError) {

@@ -1,5 +1,6 @@
 import { Elysia, ValidationError } from "elysia";
 import { openapi } from "@elysiajs/openapi";
+import { docsModule, docsUi } from "./modules/docs";
 import type { Context } from "./context";
 import { HttpError } from "./lib/errors";
 import { describeValueError } from "./lib/validation";
@@ -81,8 +82,10 @@ export function createApp(ctx: Context) {
         documentation: { info: { title: "Vigil API", version: "1.0.0", description: "Observability for AI agents" } },
         // Otherwise a path with a dot (/.well-known/…) is taken for a static file and left out.
         exclude: { staticFile: false },
+        ...docsUi,
       }),
     )
+    .use(docsModule())
     .use(healthModule(ctx))
     .use(ingestModule(ctx))
     .use(accountModule(ctx))

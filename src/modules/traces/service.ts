@@ -391,12 +391,13 @@ export class TracesService {
     // range has a row starting within it: only those traces are aggregated, over all their rows.
     scope.traceIds = `(SELECT trace_id FROM ${this.database}.traces WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId} AND start_time BETWEEN ${fromParam} AND ${toParam})`;
 
-    type TraceBucket = { bucket: string; total: number; traces: number; duration_median_ns: number };
-    type SpanBucket = { bucket: string; total: number; spans: number; tokens: number; cost: number; ttft_median_ns: number };
+    type TraceBucket = { bucket: string; total: number; traces: number; duration_median_ns: number; ttft_median_ns: number };
+    type SpanBucket = { bucket: string; total: number; spans: number; tokens: number; cost: number };
     const [traceBuckets, spanBuckets] = await Promise.all([
       this.rows<TraceBucket>(
-        `SELECT toString(${bucket}) AS bucket, grouping(${bucket}) AS total, count() AS traces, quantileExact(0.5)(duration_ns) AS duration_median_ns
-         FROM ${traceRelationSql(["start_time", "duration_ns"], scope)}
+        `SELECT toString(${bucket}) AS bucket, grouping(${bucket}) AS total, count() AS traces, quantileExact(0.5)(duration_ns) AS duration_median_ns,
+           quantileExactIf(0.5)(time_to_first_token_ns, time_to_first_token_ns > 0) AS ttft_median_ns
+         FROM ${traceRelationSql(["start_time", "duration_ns", "time_to_first_token_ns"], scope)}
          WHERE start_time BETWEEN ${fromParam} AND ${toParam}
          GROUP BY ${bucket} WITH ROLLUP`,
         params,
@@ -404,8 +405,7 @@ export class TracesService {
       this.rows<SpanBucket>(
         `SELECT toString(${bucket}) AS bucket, grouping(${bucket}) AS total, count() AS spans,
            sumIf(tokens_input + tokens_output + tokens_cache_read + tokens_cache_create + tokens_reasoning, ${llmCompletion}) AS tokens,
-           sumIf(cost_total_microcents, NOT is_usage_wrapper) AS cost,
-           quantileExactIf(0.5)(time_to_first_token_ns, ${llmCompletion} AND time_to_first_token_ns > 0) AS ttft_median_ns
+           sumIf(cost_total_microcents, NOT is_usage_wrapper) AS cost
          FROM ${this.database}.spans
          WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId} AND start_time BETWEEN ${fromParam} AND ${toParam}
          GROUP BY ${bucket} WITH ROLLUP`,
@@ -432,7 +432,7 @@ export class TracesService {
       cost: { total: (spans.total?.cost ?? 0) / microcentsPerUsd, buckets: series(spans, (row) => row.cost / microcentsPerUsd) },
       duration: { median: (traces.total?.duration_median_ns ?? 0) / nsPerSecond, buckets: series(traces, (row) => row.duration_median_ns / nsPerSecond) },
       tokens: { total: spans.total?.tokens ?? 0, buckets: series(spans, (row) => row.tokens) },
-      timeToFirstToken: { median: (spans.total?.ttft_median_ns ?? 0) / nsPerSecond, buckets: series(spans, (row) => row.ttft_median_ns / nsPerSecond) },
+      timeToFirstToken: { median: (traces.total?.ttft_median_ns ?? 0) / nsPerSecond, buckets: series(traces, (row) => row.ttft_median_ns / nsPerSecond) },
       spans: { total: spans.total?.spans ?? 0, buckets: series(spans, (row) => row.spans) },
     };
   }

@@ -37,6 +37,8 @@ export interface Config {
     flushIntervalMs: number;
   };
   embeddings: { baseUrl: string; apiKey: string | null; model: string } | null;
+  /** Limits of every ClickHouse read (READ_TIMEOUT_SECONDS, READ_MAX_MEMORY_BYTES, READ_CONCURRENCY_PER_ORGANIZATION). */
+  reads: { timeoutSeconds: number; maxMemoryBytes: number; concurrencyPerOrganization: number };
   provider: { baseUrl: string; apiKey: string | null; model: string } | null;
 }
 
@@ -162,6 +164,11 @@ export function loadConfig(env: Env = process.env): Config {
     embeddings: embeddingsUrl
       ? { baseUrl: embeddingsUrl, apiKey: env.EMBEDDINGS_API_KEY || null, model: env.EMBEDDINGS_MODEL || "text-embedding-3-small" }
       : null,
+    reads: {
+      timeoutSeconds: intVar(env, "READ_TIMEOUT_SECONDS", 30, 1, 3600),
+      maxMemoryBytes: intVar(env, "READ_MAX_MEMORY_BYTES", 2 ** 30, 64 << 20, 2 ** 40),
+      concurrencyPerOrganization: intVar(env, "READ_CONCURRENCY_PER_ORGANIZATION", 2, 1, 1000),
+    },
     provider: providerUrl
       ? { baseUrl: providerUrl, apiKey: env.PROVIDER_API_KEY || null, model: env.PROVIDER_MODEL || "gpt-4o-mini" }
       : null,

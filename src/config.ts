@@ -31,6 +31,14 @@ export interface Config {
   ingest: {
     maxBodyBytes: number;
     maxDecompressedBytes: number;
+    bodyGraceMs: number;
+    bodyMinBytesPerSecond: number;
+    /** A span starting more than this after now is rejected (partial success). */
+    maxFutureSkewMs: number;
+    /** Longest attribute value stored; longer ones are truncated with a marker. */
+    maxAttributeValueBytes: number;
+    /** Attributes stored per span; the rest are dropped and counted. */
+    maxAttributesPerSpan: number;
     queueBytes: number;
     maxConcurrentExports: number;
     flushRows: number;
@@ -156,6 +164,11 @@ export function loadConfig(env: Env = process.env): Config {
     ingest: {
       maxBodyBytes: intVar(env, "INGEST_MAX_BODY_BYTES", 16 << 20, 1024, 1 << 30),
       maxDecompressedBytes: intVar(env, "INGEST_MAX_DECOMPRESSED_BYTES", 64 << 20, 1024, 1 << 30),
+      bodyGraceMs: intVar(env, "INGEST_BODY_GRACE_MS", 10_000, 100, 600_000),
+      bodyMinBytesPerSecond: intVar(env, "INGEST_BODY_MIN_BYTES_PER_SECOND", 16 << 10, 1, 1 << 30),
+      maxFutureSkewMs: intVar(env, "INGEST_MAX_FUTURE_SECONDS", 86_400, 0, 365 * 86_400) * 1000,
+      maxAttributeValueBytes: intVar(env, "INGEST_MAX_ATTRIBUTE_VALUE_BYTES", 1 << 20, 1024, 1 << 30),
+      maxAttributesPerSpan: intVar(env, "INGEST_MAX_ATTRIBUTES_PER_SPAN", 1024, 16, 1_000_000),
       queueBytes: intVar(env, "INGEST_QUEUE_BYTES", 256 << 20, 1 << 20, 8 * 2 ** 30),
       maxConcurrentExports: intVar(env, "INGEST_MAX_CONCURRENT_EXPORTS", 32, 1, 100_000),
       flushRows: intVar(env, "INGEST_FLUSH_ROWS", 10_000, 1, 1_000_000),

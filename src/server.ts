@@ -56,7 +56,7 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
     redaction,
     spanWriter,
     boss,
-    ingest: new IngestPipeline(auth, pg.sql, redaction, spanWriter, config.ingest.maxConcurrentExports, log),
+    ingest: new IngestPipeline(auth, pg.sql, redaction, spanWriter, config.ingest.maxConcurrentExports, log, config.ingest),
     onShutdown: (task) => shutdownTasks.push(task),
   };
   // Registered first, so it runs last: after the receivers stop, before the stores close.
@@ -105,7 +105,8 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
       startGrpcReceiver(
         config.otlpGrpcPort,
         config.host,
-        config.ingest.maxDecompressedBytes,
+        config.ingest.maxBodyBytes,
+        (authorization) => ctx.ingest.owner(authorization),
         async (bytes, headers) =>
           encodeExportResponse(await ctx.ingest.export({ ...headers, announcedBytes: bytes.byteLength }, async () => ({ encoding: "protobuf", bytes }))),
         log,

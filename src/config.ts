@@ -26,6 +26,8 @@ export interface Config {
   otlpGrpcPort: number;
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
   bootstrapRateLimitPerHour: number;
+  /** Trace exports per organization per hour (EXPORT_RATE_LIMIT). */
+  exportRateLimitPerHour: number;
   /** Peers whose `X-Forwarded-For` names the client (TRUSTED_PROXIES); null trusts no one. */
   trustedProxies: BlockList | null;
   ingest: {
@@ -45,6 +47,8 @@ export interface Config {
     flushIntervalMs: number;
   };
   embeddings: { baseUrl: string; apiKey: string | null; model: string } | null;
+  /** Largest API request body (JSON or form), bytes; OTLP bodies have the ingest limits. */
+  apiMaxBodyBytes: number;
   /** Limits of every ClickHouse read (READ_TIMEOUT_SECONDS, READ_MAX_MEMORY_BYTES, READ_CONCURRENCY_PER_ORGANIZATION). */
   reads: { timeoutSeconds: number; maxMemoryBytes: number; concurrencyPerOrganization: number };
   provider: { baseUrl: string; apiKey: string | null; model: string } | null;
@@ -160,6 +164,7 @@ export function loadConfig(env: Env = process.env): Config {
     otlpGrpcPort: intVar(env, "OTLP_GRPC_PORT", 4317, 0, 65535),
     logLevel: enumVar(env, "LOG_LEVEL", ["debug", "info", "warn", "error", "silent"] as const, "info"),
     bootstrapRateLimitPerHour: intVar(env, "BOOTSTRAP_RATE_LIMIT", 10, 1, 1_000_000),
+    exportRateLimitPerHour: intVar(env, "EXPORT_RATE_LIMIT", 10, 1, 1_000_000),
     trustedProxies: addressRangesVar(env, "TRUSTED_PROXIES"),
     ingest: {
       maxBodyBytes: intVar(env, "INGEST_MAX_BODY_BYTES", 16 << 20, 1024, 1 << 30),
@@ -177,6 +182,7 @@ export function loadConfig(env: Env = process.env): Config {
     embeddings: embeddingsUrl
       ? { baseUrl: embeddingsUrl, apiKey: env.EMBEDDINGS_API_KEY || null, model: env.EMBEDDINGS_MODEL || "text-embedding-3-small" }
       : null,
+    apiMaxBodyBytes: intVar(env, "API_MAX_BODY_BYTES", 4 << 20, 64 << 10, 1 << 30),
     reads: {
       timeoutSeconds: intVar(env, "READ_TIMEOUT_SECONDS", 30, 1, 3600),
       maxMemoryBytes: intVar(env, "READ_MAX_MEMORY_BYTES", 2 ** 30, 64 << 20, 2 ** 40),

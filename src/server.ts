@@ -96,8 +96,9 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
       hostname: config.host,
       // Elysia turns SO_REUSEPORT on; a second server on a busy port must fail, not share it silently.
       reusePort: false,
-      // Headroom over the ingest limit, so an oversize OTLP body still gets Vigil's own 413 `{error}`.
-      maxRequestBodySize: config.ingest.maxBodyBytes + (1 << 20),
+      // Bun's own limit answers an empty 413: bodies are limited by Vigil instead (src/lib/body-limit.ts),
+      // with a 413 `{error}` before they are read, and while they are read where they may be chunked.
+      maxRequestBodySize: Number.MAX_SAFE_INTEGER,
     }),
   );
   if (config.otlpGrpcPort !== 0) {

@@ -3,7 +3,7 @@ import { openapi } from "@elysiajs/openapi";
 import type { Context } from "./context";
 import { checkAnnouncedBody } from "./lib/body-limit";
 import { HttpError } from "./lib/errors";
-import { describeValueError } from "./lib/validation";
+import { checkBodyShape, describeValueError } from "./lib/validation";
 import { accountModule } from "./modules/account";
 import { annotationsModule } from "./modules/annotations";
 import { apiKeysModule } from "./modules/api-keys";
@@ -57,6 +57,7 @@ export function createApp(ctx: Context) {
       set.headers["x-request-id"] = id;
       checkAnnouncedBody(request, { apiMaxBodyBytes: ctx.config.apiMaxBodyBytes, ingestMaxBodyBytes: ctx.config.ingest.maxBodyBytes });
     })
+    .onTransform({ as: "global" }, ({ body }) => checkBodyShape(body))
     .onError(({ code, error, request, set }) => {
       let reply = describeError(code, error);
       if (!reply) {

@@ -24,7 +24,9 @@ export function otlpEncoding(contentType: string | null): OtlpEncoding {
   throw new HttpError(415, `Unsupported content type "${type || "none"}": send application/x-protobuf or application/json`);
 }
 
-const tooLarge = (what: string, limit: number) => new HttpError(413, `${what} exceeds the limit of ${limit} bytes`);
+// The rest of a refused body is not read: the connection closes after the answer instead of waiting for it.
+const closing = { connection: "close" };
+const tooLarge = (what: string, limit: number) => new HttpError(413, `${what} exceeds the limit of ${limit} bytes`, closing);
 
 /**
  * The body's bytes, as long as they keep coming: after `bodyGraceMs` the body must have arrived at
@@ -48,6 +50,7 @@ async function readPacedBody(body: ReadableStream<Uint8Array> | null, limits: Bo
         throw new HttpError(
           408,
           `Request body arrived too slowly: after ${limits.bodyGraceMs} ms a body must arrive at ${limits.bodyMinBytesPerSecond} bytes/s or more`,
+          closing,
         );
       }
       if (next.done) break;

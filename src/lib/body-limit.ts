@@ -1,6 +1,9 @@
 import { HttpError } from "./errors";
 
 /** OTLP receivers read their own bodies, with the ingest limits (INGEST_MAX_BODY_BYTES) and a read deadline. */
+/** The body of a refused request is never read: the connection closes after the answer rather than wait for it. */
+const unread = { connection: "close" };
+
 const otlpPaths = new Set(["/v1/traces", "/v1/logs", "/v1/metrics"]);
 
 /**
@@ -15,9 +18,9 @@ export function checkAnnouncedBody(request: Request, limits: { apiMaxBodyBytes: 
   const announced = request.headers.get("content-length");
   if (announced === null) {
     if (!otlp && request.body !== null && request.headers.has("transfer-encoding")) {
-      throw new HttpError(411, "Send the body with a Content-Length header");
+      throw new HttpError(411, "Send the body with a Content-Length header", unread);
     }
     return;
   }
-  if (Number(announced) > limit) throw new HttpError(413, `Request body exceeds the limit of ${limit} bytes`);
+  if (Number(announced) > limit) throw new HttpError(413, `Request body exceeds the limit of ${limit} bytes`, unread);
 }

@@ -91,6 +91,26 @@ export function describeValueError(error: { type?: number; summary?: string; mes
   return error.summary ?? error.message ?? "is invalid";
 }
 
+/**
+ * Every API body is a JSON object (or a form). Elysia's validation would turn `[]` or `"x"` into `{}`
+ * and silently drop a `__proto__` key (a filter field, a metadata key) instead of refusing it: checked
+ * first, on the parsed body, with a 400 naming the key.
+ */
+export function checkBodyShape(body: unknown): void {
+  if (body === undefined) return;
+  if (typeof body !== "object" || body === null || Array.isArray(body)) throw badRequest("body: must be a JSON object");
+  const visit = (node: unknown, path: string): void => {
+    if (Array.isArray(node)) return node.forEach((item, index) => visit(item, `${path}[${index}]`));
+    if (!node || typeof node !== "object") return;
+    for (const [key, value] of Object.entries(node)) {
+      const at = path ? `${path}.${key}` : key;
+      if (key === "__proto__") throw badRequest(`${at}: is not a known field`);
+      visit(value, at);
+    }
+  };
+  visit(body, "");
+}
+
 /** A name trimmed, or a 400 naming the field: blank, or holding NUL, which JSON can carry but PostgreSQL text cannot. */
 export function requiredName(field: string, value: string): string {
   const trimmed = value.trim();

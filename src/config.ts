@@ -50,7 +50,7 @@ export interface Config {
   /** Largest API request body (JSON or form), bytes; OTLP bodies have the ingest limits. */
   apiMaxBodyBytes: number;
   /** Limits of every ClickHouse read (READ_TIMEOUT_SECONDS, READ_MAX_MEMORY_BYTES, READ_CONCURRENCY_PER_ORGANIZATION). */
-  reads: { timeoutSeconds: number; maxMemoryBytes: number; concurrencyPerOrganization: number };
+  reads: { timeoutSeconds: number; maxMemoryBytes: number; concurrencyPerOrganization: number | null };
   provider: { baseUrl: string; apiKey: string | null; model: string } | null;
 }
 
@@ -186,7 +186,7 @@ export function loadConfig(env: Env = process.env): Config {
     reads: {
       timeoutSeconds: intVar(env, "READ_TIMEOUT_SECONDS", 30, 1, 3600),
       maxMemoryBytes: intVar(env, "READ_MAX_MEMORY_BYTES", 2 ** 30, 64 << 20, 2 ** 40),
-      concurrencyPerOrganization: intVar(env, "READ_CONCURRENCY_PER_ORGANIZATION", 2, 1, 1000),
+      concurrencyPerOrganization: env.READ_CONCURRENCY_PER_ORGANIZATION ? intVar(env, "READ_CONCURRENCY_PER_ORGANIZATION", 1, 1, 1000) : null,
     },
     provider: providerUrl
       ? { baseUrl: providerUrl, apiKey: env.PROVIDER_API_KEY || null, model: env.PROVIDER_MODEL || "gpt-4o-mini" }

@@ -26,8 +26,12 @@ export interface ReadLimits {
   timeoutSeconds: number;
   /** ClickHouse `max_memory_usage` of every read, bytes. */
   maxMemoryBytes: number;
-  /** Reads of one organization running at once; more wait for a slot. */
-  concurrencyPerOrganization: number;
+  /**
+   * Reads of one organization running at once; more wait for a slot. Unset: 1 on the embedded engine,
+   * which runs one statement at a time (a second read of one organization would only queue ahead of
+   * other organizations'), 4 against a ClickHouse server.
+   */
+  concurrencyPerOrganization: number | null;
 }
 
 /** Reads of one organization waiting for a slot; past this, or after `slotWaitMs`, a request is refused. */
@@ -104,8 +108,8 @@ function readError(error: unknown, limits: ReadLimits): unknown {
 }
 
 /** The store's `read`: the limits as a SETTINGS clause, which both engines apply to that query alone. */
-function readerOf(client: ClickHouseClient, limits: ReadLimits): ClickHouseStore["read"] {
-  const gate = new OrganizationReadGate(limits.concurrencyPerOrganization);
+function readerOf(client: ClickHouseClient, limits: ReadLimits, embedded: boolean): ClickHouseStore["read"] {
+  const gate = new OrganizationReadGate(limits.concurrencyPerOrganization ?? (embedded ? 1 : 4));
   const clause = `\nSETTINGS max_execution_time = ${limits.timeoutSeconds}, timeout_overflow_mode = 'throw', max_memory_usage = ${limits.maxMemoryBytes}`;
   return (organizationId, query, params = {}) =>
     gate.run(organizationId, async () => {
@@ -122,6 +126,38 @@ const settings = {
   output_format_json_quote_64bit_integers: 0,
   date_time_output_format: "iso",
 } as const;
+
+/**
+ * The chdb session keeps the rows a statement wrote before it failed (a read past its time limit, any
+ * error mid-stream) and hands them to the next statement as the start of its result, whichever
+ * statement and organization that is. The engine runs one statement at a time anyway, so statements
+ * go through here one by one, and after a failure a throwaway statement takes the leftover rows
+ * before any other statement runs.
+ */
+function drainingAfterErrors<Connection extends object>(connection: Connection): Connection {
+  let queue: Promise<unknown> = Promise.resolve();
+  const run = (connection as unknown as { query(params: { query: string }): Promise<unknown> }).query.bind(connection);
+  const serialized = (method: (...args: unknown[]) => Promise<unknown>) => (...args: unknown[]) => {
+    const result = queue.then(async () => {
+      try {
+        return await method(...args);
+      } catch (error) {
+        await run({ query: "SELECT 1" }).catch(() => {});
+        throw error;
+      }
+    });
+    queue = result.catch(() => {});
+    return result;
+  };
+  return new Proxy(connection, {
+    get(target, property, receiver) {
+      const value = Reflect.get(target, property, receiver);
+      if (typeof value !== "function") return value;
+      const method = value.bind(target) as (...args: unknown[]) => Promise<unknown>;
+      return ["query", "exec", "command", "insert"].includes(property as string) ? serialized(method) : method;
+    },
+  });
+}
 
 let sharedChdb: { path: string; client: ClickHouseClient; users: number } | null = null;
 
@@ -140,14 +176,14 @@ export function openClickHouse(config: Config): ClickHouseStore {
       max_open_connections: 20,
       request_timeout: 120_000,
     });
-    return { client, database: clickhouse.database, embedded: false, stagingDir: null, read: readerOf(client, config.reads), close: () => client.close() };
+    return { client, database: clickhouse.database, embedded: false, stagingDir: null, read: readerOf(client, config.reads, false), close: () => client.close() };
   }
   if (sharedChdb && sharedChdb.path !== path) {
     throw new Error(`chdb is already open on ${sharedChdb.path}; one data directory per process`);
   }
   if (!sharedChdb) {
     mkdirSync(path, { recursive: true });
-    const client = createClient({ connection: createChdbConnection({ path }) as never, clickhouse_settings: settings });
+    const client = createClient({ connection: drainingAfterErrors(createChdbConnection({ path })) as never, clickhouse_settings: settings });
     sharedChdb = { path, client, users: 0 };
   }
   const engine = sharedChdb;
@@ -159,7 +195,7 @@ export function openClickHouse(config: Config): ClickHouseStore {
     database: clickhouse.database,
     embedded: true,
     stagingDir,
-    read: readerOf(engine.client, config.reads),
+    read: readerOf(engine.client, config.reads, true),
     async close() {
       if (--engine.users > 0) return;
       sharedChdb = null;

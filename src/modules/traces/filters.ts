@@ -178,6 +178,8 @@ export const filterLimits = {
   listValues: 100,
   values: 1000,
   stringLength: 1000,
+  /** Characters of all string values together: each one is carried, parsed and compared by every query of a list. */
+  valueCharacters: 65_536,
 } as const;
 
 /** DateTime64(9) holds 1900-01-01 to 2262-04-11; filter and analytics instants stay inside whole years of it. */
@@ -284,6 +286,7 @@ export function validateTraceFilters(filters: unknown): ValidFilterSet {
   if (entries.length > filterLimits.fields) throw badRequest(`filters has more than ${filterLimits.fields} fields`);
   const conditions: ValidFilterSet["conditions"] = [];
   let values = 0;
+  let characters = 0;
   try {
     for (const [name, list] of entries) {
       const field = traceFilterField(name);
@@ -293,8 +296,11 @@ export function validateTraceFilters(filters: unknown): ValidFilterSet {
       if (conditions.length + list.length > filterLimits.conditions) throw new FilterError(`filters has more than ${filterLimits.conditions} conditions in all`);
       list.forEach((condition, index) => {
         const valid = validateCondition(name, field, condition, index);
-        values += Array.isArray(valid.value) ? valid.value.length : 1;
+        const scalars = Array.isArray(valid.value) ? valid.value : [valid.value];
+        values += scalars.length;
+        for (const scalar of scalars) if (typeof scalar === "string") characters += scalar.length;
         if (values > filterLimits.values) throw new FilterError(`filters has more than ${filterLimits.values} values in all`);
+        if (characters > filterLimits.valueCharacters) throw new FilterError(`filters has more than ${filterLimits.valueCharacters} characters of values in all`);
         conditions.push({ name, field, condition: valid });
       });
     }

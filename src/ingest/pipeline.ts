@@ -142,10 +142,9 @@ export class IngestPipeline {
         }
       }
     }
-    // An empty request is a successful no-op, as for the OpenTelemetry Collector.
-    if (rows.length === 0 && rejections.length === 0) return { rejectedSpans: 0, errorMessage: "" };
     if (rows.length === 0 && rejections.length > 0) throw badRequest(`All spans rejected: ${summarize([...rejections, ...outsideRejections])}`);
     rejections.push(...outsideRejections);
+    // An empty request is a successful no-op, as for the OpenTelemetry Collector.
     if (rows.length === 0) return { rejectedSpans: rejections.length, errorMessage: summarize(rejections) };
 
     await this.sink.accept(rows, body.bytes.byteLength).catch((error) => {

@@ -191,6 +191,7 @@ export class TraceExports {
       await this.sql`UPDATE trace_exports SET status = 'done', finished_at = now(), locked_until = NULL WHERE id = ${job.id}`;
       this.log.info("trace export sent", { exportId: job.id, rows: rowCount });
     } catch (error) {
+      await rm(files.partial, { force: true });
       const failed = job.attempts >= maxAttempts;
       this.log.error("trace export failed", { exportId: job.id, attempt: job.attempts, final: failed, error: error as Error });
       await this.sql`

@@ -2,11 +2,13 @@ import { Elysia, ValidationError } from "elysia";
 import { openapi } from "@elysiajs/openapi";
 import { docsModule, docsUi } from "./modules/docs";
 import type { Context } from "./context";
+import { checkAnnouncedBody } from "./lib/body-limit";
 import { HttpError } from "./lib/errors";
-import { describeValueError } from "./lib/validation";
+import { checkBodyShape, describeValueError } from "./lib/validation";
 import { accountModule } from "./modules/account";
 import { annotationsModule } from "./modules/annotations";
 import { apiKeysModule } from "./modules/api-keys";
+import { emailConfirmationsModule } from "./modules/email-confirmations";
 import { healthModule } from "./modules/health";
 import { ingestModule } from "./ingest";
 import { projectsModule } from "./modules/projects";
@@ -54,7 +56,9 @@ export function createApp(ctx: Context) {
       const id = request.headers.get("x-request-id")?.slice(0, 64) || crypto.randomUUID();
       requests.set(request, { id, start: performance.now() });
       set.headers["x-request-id"] = id;
+      checkAnnouncedBody(request, { apiMaxBodyBytes: ctx.config.apiMaxBodyBytes, ingestMaxBodyBytes: ctx.config.ingest.maxBodyBytes });
     })
+    .onTransform({ as: "global" }, ({ body }) => checkBodyShape(body))
     .onError(({ code, error, request, set }) => {
       let reply = describeError(code, error);
       if (!reply) {
@@ -93,7 +97,8 @@ export function createApp(ctx: Context) {
     .use(apiKeysModule(ctx))
     .use(scoresModule(ctx))
     .use(annotationsModule(ctx))
-    .use(tracesModule(ctx));
+    .use(tracesModule(ctx))
+    .use(emailConfirmationsModule(ctx));
 }
 
 export type App = ReturnType<typeof createApp>;

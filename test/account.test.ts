@@ -373,6 +373,7 @@ describe("expiry of unclaimed bootstrap organizations", () => {
       const userId = `u${expired.organizationId.slice(1)}`;
       await ctx.sql`INSERT INTO users (id, email) VALUES (${userId}, ${email})`;
       await ctx.sql`INSERT INTO memberships (organization_id, user_id, role) VALUES (${expired.organizationId}, ${userId}, 'member')`;
+      await ctx.sql`INSERT INTO email_confirmations (email, confirmed_at) VALUES (${email.toLowerCase()}, now())`;
       await expired.client.traces.export(expired.projectSlug, { traces: { by: "ids", ids: ["a".repeat(32)] }, recipient: email });
       const exportsDir = join(ctx.config.dataDir, "exports");
       const files = await eventually(async () => {

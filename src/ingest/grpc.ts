@@ -1,4 +1,14 @@
-import { Server, ServerCredentials, status, type Metadata, type ServiceDefinition, type ServerUnaryCall, type sendUnaryData } from "@grpc/grpc-js";
+import {
+  Server,
+  ServerCredentials,
+  ServerInterceptingCall,
+  status,
+  type Metadata,
+  type ServerInterceptor,
+  type ServiceDefinition,
+  type ServerUnaryCall,
+  type sendUnaryData,
+} from "@grpc/grpc-js";
 import { HttpError } from "../lib/errors";
 import type { Logger } from "../lib/log";
 
@@ -34,9 +44,40 @@ const firstValue = (metadata: Metadata, key: string) => {
   return value === undefined ? null : String(value);
 };
 
-/** OTLP/gRPC `TraceService/Export` on its own port, sharing the HTTP receiver's pipeline. */
-export async function startGrpcReceiver(port: number, host: string, maxMessageBytes: number, run: GrpcExport, log: Logger) {
-  const server = new Server({ "grpc.max_receive_message_length": maxMessageBytes });
+/** Rejects a credential with an HttpError (401). */
+export type GrpcAuthenticate = (authorization: string | null) => Promise<unknown>;
+
+/**
+ * Checks the `authorization` metadata before the message is read: the call's stream stays paused until
+ * the metadata passes on, so an unauthenticated sender is answered after its headers, not its body.
+ */
+function authenticateFirst(authenticate: GrpcAuthenticate, log: Logger): ServerInterceptor {
+  return (_method, call) =>
+    new ServerInterceptingCall(call, {
+      start: (next) =>
+        next({
+          onReceiveMetadata: (metadata, pass) =>
+            authenticate(firstValue(metadata, "authorization")).then(
+              () => pass(metadata),
+              (error) => {
+                if (!(error instanceof HttpError)) log.error("grpc authentication failed", { error });
+                call.sendStatus(
+                  error instanceof HttpError
+                    ? { code: grpcStatus(error.status), details: error.message }
+                    : { code: status.INTERNAL, details: "Internal error" },
+                );
+              },
+            ),
+        }),
+    });
+}
+
+/**
+ * OTLP/gRPC `TraceService/Export` on its own port, sharing the HTTP receiver's pipeline. A message is at
+ * most `maxMessageBytes` (INGEST_MAX_BODY_BYTES, as over HTTP), refused with RESOURCE_EXHAUSTED beyond.
+ */
+export async function startGrpcReceiver(port: number, host: string, maxMessageBytes: number, authenticate: GrpcAuthenticate, run: GrpcExport, log: Logger) {
+  const server = new Server({ "grpc.max_receive_message_length": maxMessageBytes, interceptors: [authenticateFirst(authenticate, log)] });
   server.addService(traceService, {
     Export: (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => {
       const headers = { authorization: firstValue(call.metadata, "authorization"), project: firstValue(call.metadata, "x-latitude-project") };

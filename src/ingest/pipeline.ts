@@ -12,6 +12,7 @@ import type { Logger } from "../lib/log";
 import type { AuthService } from "../modules/auth/service";
 import type { ExportOutcome } from "./respond";
 import type { SpanRow } from "./row";
+import { defaultRetentionDays, limitAttributes, outsideWindow, type SpanLimits } from "./span-limits";
 
 /** Where rows go once mapped: `accept` resolves when they are durable; both throw BackpressureError when full. */
 export interface SpanSink {
@@ -39,8 +40,10 @@ const PROJECT_ATTRIBUTE = "latitude.project";
 /** receive → decode → map → redact → price → batch, shared by the HTTP and gRPC receivers. */
 export class IngestPipeline {
   private projects = new Map<string, Map<string, { ref: ProjectRef | null; expiresAt: number }>>();
-  /** Exports admitted and not answered yet. */
+  /** Exports decoding or writing, bodies in memory. */
   private inFlight = 0;
+  /** Bodies being received, per organization. */
+  private readonly reading = new Map<string, number>();
 
   constructor(
     private readonly auth: AuthService,
@@ -53,34 +56,56 @@ export class IngestPipeline {
      */
     private readonly maxConcurrentExports: number,
     private readonly log: Logger,
+    /** Per-span limits and the accepted start times (INGEST_MAX_ATTRIBUTE_VALUE_BYTES, INGEST_MAX_ATTRIBUTES_PER_SPAN, INGEST_MAX_FUTURE_SECONDS). */
+    private readonly spanLimits: SpanLimits & { maxFutureSkewMs: number },
   ) {}
 
   /**
    * Runs one export. The credential is checked and the writer asked for room before the body is read, so
-   * neither an unauthenticated sender nor a saturated writer costs a decompression or a decode.
+   * neither an unauthenticated sender nor a saturated writer costs a decompression or a decode. A decode
+   * slot is taken only once the body is in memory: senders that are slow to send it hold no slot, and
+   * each organization may be reading at most `maxConcurrentExports` bodies at once.
    */
   async export(request: ExportRequest, readBody: () => Promise<OtlpBody>): Promise<ExportOutcome> {
-    const principal = await this.auth.fromHeader(request.authorization);
-    if (principal.kind !== "api_key" || !principal.apiKeyId) throw unauthorized("Ingest accepts API keys only");
-    const owner = { organizationId: principal.organizationId, apiKeyId: principal.apiKeyId };
+    const owner = await this.owner(request.authorization);
     try {
       this.sink.admit(request.announcedBytes);
     } catch (error) {
       throw saturated(error);
     }
+    const reading = this.reading.get(owner.organizationId) ?? 0;
+    if (reading >= this.maxConcurrentExports) throw saturated(new BackpressureError("busy", 1));
+    this.reading.set(owner.organizationId, reading + 1);
+    let body: OtlpBody;
+    try {
+      body = await readBody();
+    } finally {
+      const left = (this.reading.get(owner.organizationId) ?? 1) - 1;
+      if (left > 0) this.reading.set(owner.organizationId, left);
+      else this.reading.delete(owner.organizationId);
+    }
     if (this.inFlight >= this.maxConcurrentExports) throw saturated(new BackpressureError("busy", 1));
     this.inFlight++;
     try {
-      return await this.run(owner, request, await readBody());
+      return await this.run(owner, request, body);
     } finally {
       this.inFlight--;
     }
+  }
+
+  /** The API key's organization, or a 401; the gRPC receiver asks before it accepts a message. */
+  async owner(authorization: string | null): Promise<Omit<SpanOwner, "projectId">> {
+    const principal = await this.auth.fromHeader(authorization);
+    if (principal.kind !== "api_key" || !principal.apiKeyId) throw unauthorized("Ingest accepts API keys only");
+    return { organizationId: principal.organizationId, apiKeyId: principal.apiKeyId };
   }
 
   private async run(owner: Omit<SpanOwner, "projectId">, request: ExportRequest, body: OtlpBody): Promise<ExportOutcome> {
     const decoded = decode(body);
     const rejections = decoded.rejected.map((rejected) => rejected.reason);
     const rows: SpanRow[] = [];
+    // Spans outside the accepted window are valid OTLP: refused in a partial success, never a 400.
+    const outsideRejections: string[] = [];
     // Per export, each project reference is resolved once, and each project's redactor fetched once.
     const projects = new Map<string, ProjectRef | null>();
     const redactors = new Map<string, SpanRedactor>();
@@ -105,16 +130,22 @@ export class IngestPipeline {
             rejections.push(`span ${span.spanId}: unknown project "${reference}"`);
             continue;
           }
-          const row = mapSpan(span, resource, scope, { ...owner, projectId: project.id });
+          const row = mapSpan({ ...span, attributes: limitAttributes(span.attributes, this.spanLimits) }, resource, scope, { ...owner, projectId: project.id });
+          const outside = outsideWindow(row.start_time, row.retention_days, { ...this.spanLimits, defaultRetentionDays });
+          if (outside) {
+            outsideRejections.push(`span ${span.spanId}: ${outside}`);
+            continue;
+          }
           const redactor = redactors.get(project.id)!;
           if (!redactor.isNoop) redactor.redactRow(row);
           rows.push(priceSpan(row));
         }
       }
     }
+    if (rows.length === 0 && rejections.length > 0) throw badRequest(`All spans rejected: ${summarize([...rejections, ...outsideRejections])}`);
+    rejections.push(...outsideRejections);
     // An empty request is a successful no-op, as for the OpenTelemetry Collector.
-    if (rows.length === 0 && rejections.length === 0) return { rejectedSpans: 0, errorMessage: "" };
-    if (rows.length === 0) throw badRequest(`All spans rejected: ${summarize(rejections)}`);
+    if (rows.length === 0) return { rejectedSpans: rejections.length, errorMessage: summarize(rejections) };
 
     await this.sink.accept(rows, body.bytes.byteLength).catch((error) => {
       throw saturated(error);

@@ -19,6 +19,16 @@ export interface SpanSink {
   accept(rows: readonly SpanRow[], approxBytes: number): Promise<void>;
 }
 
+/** The OTLP signals Vigil receives: spans, and log records (GenAI events carrying a span's messages). */
+export type OtlpSignal = "traces" | "logs";
+
+/** Log records of one export, read by the logs stage with the export's projects (src/ingest/logs.ts). */
+export interface LogSink {
+  accept(owner: ExportOwner, request: ExportRequest, body: OtlpBody, projects: ExportProjects): Promise<ExportOutcome>;
+}
+
+export type ExportOwner = Omit<SpanOwner, "projectId">;
+
 export interface ExportRequest {
   authorization: string | null;
   /** `X-Latitude-Project`: the project of spans that name none themselves. */
@@ -27,14 +37,15 @@ export interface ExportRequest {
   announcedBytes: number;
 }
 
-interface ProjectRef {
+export interface ProjectRef {
   id: string;
   hasFirstTrace: boolean;
 }
 
 const projectCacheMs = 10_000;
 const unknownProjectCacheMs = 1_000;
-const PROJECT_ATTRIBUTE = "latitude.project";
+/** The attribute naming a span's or log record's project, on the record or its resource. */
+export const PROJECT_ATTRIBUTE = "latitude.project";
 
 /** receive → decode → map → redact → price → batch, shared by the HTTP and gRPC receivers. */
 export class IngestPipeline {
@@ -47,6 +58,7 @@ export class IngestPipeline {
     private readonly sql: Sql,
     private readonly policies: RedactionPolicies,
     private readonly sink: SpanSink,
+    private readonly logs: LogSink,
     /**
      * Exports decoded at once. Decoding and mapping are CPU-bound, so past a few dozen more concurrency
      * only queues work and memory: beyond it senders get a 503 at once and back off.
@@ -59,7 +71,7 @@ export class IngestPipeline {
    * Runs one export. The credential is checked and the writer asked for room before the body is read, so
    * neither an unauthenticated sender nor a saturated writer costs a decompression or a decode.
    */
-  async export(request: ExportRequest, readBody: () => Promise<OtlpBody>): Promise<ExportOutcome> {
+  async export(request: ExportRequest, readBody: () => Promise<OtlpBody>, signal: OtlpSignal = "traces"): Promise<ExportOutcome> {
     const principal = await this.auth.fromHeader(request.authorization);
     if (principal.kind !== "api_key" || !principal.apiKeyId) throw unauthorized("Ingest accepts API keys only");
     const owner = { organizationId: principal.organizationId, apiKeyId: principal.apiKeyId };
@@ -71,56 +83,44 @@ export class IngestPipeline {
     if (this.inFlight >= this.maxConcurrentExports) throw saturated(new BackpressureError("busy", 1));
     this.inFlight++;
     try {
-      return await this.run(owner, request, await readBody());
+      const body = await readBody();
+      const projects = new ExportProjects(owner.organizationId, this.policies, (reference) => this.project(owner.organizationId, reference));
+      return signal === "traces" ? await this.traces(owner, request, body, projects) : await this.logs.accept(owner, request, body, projects);
     } finally {
       this.inFlight--;
     }
   }
 
-  private async run(owner: Omit<SpanOwner, "projectId">, request: ExportRequest, body: OtlpBody): Promise<ExportOutcome> {
+  private async traces(owner: ExportOwner, request: ExportRequest, body: OtlpBody, projects: ExportProjects): Promise<ExportOutcome> {
     const decoded = decode(body);
     const rejections = decoded.rejected.map((rejected) => rejected.reason);
     const rows: SpanRow[] = [];
-    // Per export, each project reference is resolved once, and each project's redactor fetched once.
-    const projects = new Map<string, ProjectRef | null>();
-    const redactors = new Map<string, SpanRedactor>();
 
     for (const resourceSpans of decoded.resourceSpans) {
       const resource = mapResource(resourceSpans.resource);
       const resourceProject = attributeText(resourceSpans.resource.get(PROJECT_ATTRIBUTE)) || request.project || "";
       for (const { scope, spans } of resourceSpans.scopeSpans) {
         for (const span of spans) {
-          const reference = attributeText(span.attributes.get(PROJECT_ATTRIBUTE)) || resourceProject;
-          if (!reference) {
-            rejections.push(`span ${span.spanId}: no project (set ${PROJECT_ATTRIBUTE} or X-Latitude-Project)`);
+          const project = await projects.resolve(attributeText(span.attributes.get(PROJECT_ATTRIBUTE)) || resourceProject);
+          if (typeof project === "string") {
+            rejections.push(`span ${span.spanId}: ${project}`);
             continue;
           }
-          let project = projects.get(reference);
-          if (project === undefined) {
-            project = await this.project(owner.organizationId, reference);
-            projects.set(reference, project);
-            if (project && !redactors.has(project.id)) redactors.set(project.id, await this.policies.forProject(owner.organizationId, project.id));
-          }
-          if (!project) {
-            rejections.push(`span ${span.spanId}: unknown project "${reference}"`);
-            continue;
-          }
-          const row = mapSpan(span, resource, scope, { ...owner, projectId: project.id });
-          const redactor = redactors.get(project.id)!;
-          if (!redactor.isNoop) redactor.redactRow(row);
+          const row = mapSpan(span, resource, scope, { ...owner, projectId: project.ref.id });
+          if (!project.redactor.isNoop) project.redactor.redactRow(row);
           rows.push(priceSpan(row));
         }
       }
     }
     // An empty request is a successful no-op, as for the OpenTelemetry Collector.
-    if (rows.length === 0 && rejections.length === 0) return { rejectedSpans: 0, errorMessage: "" };
+    if (rows.length === 0 && rejections.length === 0) return { rejected: 0, errorMessage: "" };
     if (rows.length === 0) throw badRequest(`All spans rejected: ${summarize(rejections)}`);
 
     await this.sink.accept(rows, body.bytes.byteLength).catch((error) => {
       throw saturated(error);
     });
-    for (const project of projects.values()) if (project && !project.hasFirstTrace) await this.markFirstTrace(project);
-    return { rejectedSpans: rejections.length, errorMessage: rejections.length ? summarize(rejections) : "" };
+    for (const project of projects.resolved()) if (!project.hasFirstTrace) await this.markFirstTrace(project);
+    return { rejected: rejections.length, errorMessage: rejections.length ? summarize(rejections) : "" };
   }
 
   /**
@@ -172,12 +172,43 @@ function decode(body: OtlpBody): DecodedTraces {
   }
 }
 
+/** A project of an export with its redactor; or why a record naming `reference` is rejected. */
+export type ExportProject = { ref: ProjectRef; redactor: SpanRedactor };
+
+/** The projects one export names: each reference resolved once, each project's redactor fetched once. */
+export class ExportProjects {
+  private readonly byReference = new Map<string, ExportProject | null>();
+
+  constructor(
+    private readonly organizationId: string,
+    private readonly policies: RedactionPolicies,
+    private readonly lookup: (reference: string) => Promise<ProjectRef | null>,
+  ) {}
+
+  /** The project of a record naming `reference` (its own attribute, its resource's, else the header), or the rejection reason. */
+  async resolve(reference: string): Promise<ExportProject | string> {
+    if (!reference) return `no project (set ${PROJECT_ATTRIBUTE} or X-Latitude-Project)`;
+    let project = this.byReference.get(reference);
+    if (project === undefined) {
+      const ref = await this.lookup(reference);
+      const known = ref && [...this.byReference.values()].find((other) => other?.ref.id === ref.id);
+      project = known ?? (ref ? { ref, redactor: await this.policies.forProject(this.organizationId, ref.id) } : null);
+      this.byReference.set(reference, project);
+    }
+    return project ?? `unknown project "${reference}"`;
+  }
+
+  resolved(): ProjectRef[] {
+    return [...new Set([...this.byReference.values()].flatMap((project) => (project ? [project.ref] : [])))];
+  }
+}
+
 /** A full writer is a 503 with its Retry-After; any other error passes through. */
-function saturated(error: unknown): unknown {
+export function saturated(error: unknown): unknown {
   return error instanceof BackpressureError ? unavailable(error.retryAfterSeconds, "Ingest is saturated, retry later") : error;
 }
 
-function summarize(reasons: string[]): string {
+export function summarize(reasons: string[]): string {
   const shown = reasons.slice(0, 3).join("; ");
   return reasons.length > 3 ? `${shown}; and ${reasons.length - 3} more` : shown;
 }

@@ -1,5 +1,6 @@
 import type { ClickHouseStore } from "../../db/clickhouse";
 import type { GenAiMessage } from "../traces/model";
+import { logContents, withLogContents } from "../traces/contents";
 import { conversationOf } from "../traces/rows";
 import { traceSpansWhere, type ScoredTrace } from "../scores/trace-ref";
 
@@ -7,7 +8,7 @@ import { traceSpansWhere, type ScoredTrace } from "../scores/trace-ref";
 export async function loadConversation(ch: ClickHouseStore, organizationId: string, projectId: string, trace: ScoredTrace): Promise<GenAiMessage[]> {
   if (!trace.lastLlmSpanId) return [];
   const spans = traceSpansWhere(organizationId, projectId, trace);
-  const result = await ch.client.query({
+  const query = ch.client.query({
     query: `
       SELECT system_instructions, input_messages, output_messages
       FROM ${ch.database}.spans FINAL
@@ -16,6 +17,7 @@ export async function loadConversation(ch: ClickHouseStore, organizationId: stri
     query_params: { ...spans.params, spanId: trace.lastLlmSpanId },
     format: "JSONEachRow",
   });
+  const [result, contents] = await Promise.all([query, logContents(ch, organizationId, projectId, trace.traceId, trace.lastLlmSpanId)]);
   const [span] = await result.json<{ system_instructions: string; input_messages: string; output_messages: string }>();
-  return conversationOf(span ?? null);
+  return conversationOf(span ? withLogContents(span, contents) : null);
 }

@@ -110,7 +110,7 @@ export class LogIngest implements LogSink {
         });
       }
     }
-    if (ignored > 0) rejections.push(`${ignored} log record${ignored === 1 ? " is" : "s are"} not GenAI message events and ${ignored === 1 ? "was" : "were"} not stored`);
+    if (ignored > 0) rejections.push(ignored === 1 ? "1 log record is not a GenAI message event: not stored" : `${ignored} log records are not GenAI message events: not stored`);
     const rejected = rejections.length - (ignored > 0 ? 1 : 0) + ignored;
     if (rows.length === 0 && rejected === 0) return { rejected: 0, errorMessage: "" };
     if (rows.length === 0 && ignored === 0) throw badRequest(`All log records rejected: ${summarize(rejections)}`);

@@ -222,3 +222,39 @@ describe("GenAI events sent as OTLP log records", () => {
     expect(span.inputMessages).toEqual([{ role: "user", parts: [text(QUESTION)] }]);
   });
 });
+
+describe("limits and backpressure shared with spans", () => {
+  test("an oversize logs body is a 413; while a span export holds the only slot, a logs export is a 503 with Retry-After", async () => {
+    const limited = await startTestVigil({ INGEST_MAX_CONCURRENT_EXPORTS: "1", INGEST_MAX_BODY_BYTES: "65536" });
+    try {
+      const { account } = await bootstrapAccount(limited.url, { projectName: "Logs limits" });
+      const auth = { Authorization: `Bearer ${account.apiKey}`, "X-Latitude-Project": account.projectSlug, "content-type": "application/json" };
+      const logs = (content: string) =>
+        JSON.stringify({ resourceLogs: [{ scopeLogs: [{ logRecords: [{ eventName: "gen_ai.user.message", body: { kvlistValue: { values: [{ key: "content", value: { stringValue: content } }] } } }] }] }] });
+      const oversize = await fetch(`${limited.url}/v1/logs`, { method: "POST", headers: auth, body: logs("x".repeat(100_000)) });
+      expect(oversize.status).toBe(413);
+      expect(await oversize.json()).toEqual({ error: "Request body exceeds the limit of 65536 bytes" });
+
+      const spans = new TextEncoder().encode(JSON.stringify({ resourceSpans: [] }));
+      let finish!: () => void;
+      const rest = new Promise<void>((resolve) => (finish = resolve));
+      const slow = new ReadableStream<Uint8Array>({
+        async start(controller) {
+          controller.enqueue(spans.slice(0, 5));
+          await rest;
+          controller.enqueue(spans.slice(5));
+          controller.close();
+        },
+      });
+      const holding = fetch(`${limited.url}/v1/traces`, { method: "POST", headers: auth, body: slow });
+      await Bun.sleep(200);
+      const refused = await fetch(`${limited.url}/v1/logs`, { method: "POST", headers: auth, body: logs("hello") });
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get("retry-after")).toBe("1");
+      finish();
+      expect((await holding).status).toBe(200);
+    } finally {
+      await limited.stop();
+    }
+  });
+});

@@ -485,6 +485,56 @@ describe("OpenLLMetry (Python opentelemetry-instrumentation-openai 0.62.1)", () 
   });
 });
 
+describe("OpenLLMetry (Python), not streamed, with a tool", () => {
+  // traceloop/openllmetry@93429cfb9767e6b51db6cb35f6b70f758117669a: the chat span as above with `gen_ai.is_streaming`
+  // false and no chunk events; packages/traceloop-sdk/traceloop/sdk/decorators/base.py for the `@tool` span
+  // (`traceloop.span.kind`, `traceloop.entity.name`, `.input` as `{"args", "kwargs"}`, `.output`).
+  test("the asking call is not streaming; the tool entity keeps its name, input and output", async () => {
+    const account = await newAccount("openllmetry-python-tool");
+    const [chat, toolSpan] = await pythonExport(account, (tracer) => {
+      endAfter(tracer, "openai.chat", {
+        "gen_ai.provider.name": "openai",
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "gpt-4o-mini",
+        "gen_ai.response.model": FAKE_RESPONSE_MODEL,
+        "gen_ai.is_streaming": false,
+        "gen_ai.input.messages": JSON.stringify([{ role: "system", parts: [text(SYSTEM)] }, { role: "user", parts: [text(QUESTION)] }]),
+        "gen_ai.output.messages": JSON.stringify([{ role: "assistant", finish_reason: "tool_call", parts: [TOOL_CALL_PART] }]),
+        "gen_ai.response.finish_reasons": ["tool_call"],
+        "gen_ai.usage.input_tokens": 120,
+        "gen_ai.usage.output_tokens": 30,
+      });
+      endAfter(tracer, "get_weather.tool", {
+        "traceloop.span.kind": "tool",
+        "traceloop.entity.name": "get_weather",
+        "traceloop.entity.input": JSON.stringify({ args: [], kwargs: { city: "Paris" } }),
+        "traceloop.entity.output": JSON.stringify(TOOL_RESULT),
+      });
+    });
+    expect(await stored(account, chat)).toMatchObject({
+      operation: "chat",
+      provider: "openai",
+      model: "gpt-4o-mini",
+      responseModel: FAKE_RESPONSE_MODEL,
+      tokensInput: 120,
+      tokensOutput: 30,
+      costTotalMicrocents: listedCost(FAKE_RESPONSE_MODEL, { tokensInput: 120, tokensOutput: 30, tokensCacheRead: 0, tokensCacheCreate: 0, tokensReasoning: 0 }),
+      isStreaming: false,
+      timeToFirstTokenNs: 0,
+      finishReasons: ["tool_call"],
+      systemInstructions: [text(SYSTEM)],
+      inputMessages: [{ role: "user", parts: [text(QUESTION)] }],
+      outputMessages: [{ role: "assistant", finish_reason: "tool_call", parts: [TOOL_CALL_PART] }],
+    });
+    expect(await stored(account, toolSpan)).toMatchObject({
+      operation: "execute_tool",
+      toolName: "get_weather",
+      toolInput: JSON.stringify({ args: [], kwargs: { city: "Paris" } }),
+      toolOutput: JSON.stringify(TOOL_RESULT),
+    });
+  });
+});
+
 describe("Vercel AI SDK telemetry", () => {
   // The installed `ai` (7) no longer emits OpenTelemetry spans itself; these are the attributes `ai` 6 sends with
   // `experimental_telemetry: {isEnabled: true, metadata: {...}}` (ai.telemetry.metadata.<key>).

@@ -85,7 +85,8 @@ export class LogIngest implements LogSink {
           rejections.push(`${record.eventName} record ${problem}`);
           continue;
         }
-        const project = await projects.resolve(attributeText(record.attributes.get(PROJECT_ATTRIBUTE)) || resourceProject);
+        const reference = attributeText(record.attributes.get(PROJECT_ATTRIBUTE)) || resourceProject;
+        const project = projects.known(reference) ?? (await projects.resolve(reference));
         if (typeof project === "string") {
           rejections.push(`record of span ${record.spanId}: ${project}`);
           continue;

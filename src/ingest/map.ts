@@ -66,7 +66,8 @@ const TOOL_NAME = ["gen_ai.tool.name", "ai.toolCall.name", "tool.name", "tracelo
 const TOOL_INPUT = ["gen_ai.tool.call.arguments", "ai.toolCall.args", "input.value", "traceloop.entity.input", "langfuse.observation.input"];
 const TOOL_OUTPUT = ["gen_ai.tool.call.result", "ai.toolCall.result", "output.value", "traceloop.entity.output", "langfuse.observation.output"];
 const FINISH_REASONS = ["gen_ai.response.finish_reasons", "ai.response.finishReason", "llm.finish_reason"];
-const STREAMING_FLAGS = ["gen_ai.request.stream", "gen_ai.is_streaming"];
+/** OpenLLMetry sends `gen_ai.is_streaming` (older releases `llm.is_streaming`). */
+const STREAMING_FLAGS = ["gen_ai.request.stream", "gen_ai.is_streaming", "llm.is_streaming"];
 const METADATA_JSON = ["latitude.metadata", "metadata"];
 const METADATA_PREFIXES = [
   "langfuse.trace.metadata.",

@@ -101,7 +101,8 @@ export class IngestPipeline {
       const resourceProject = attributeText(resourceSpans.resource.get(PROJECT_ATTRIBUTE)) || request.project || "";
       for (const { scope, spans } of resourceSpans.scopeSpans) {
         for (const span of spans) {
-          const project = await projects.resolve(attributeText(span.attributes.get(PROJECT_ATTRIBUTE)) || resourceProject);
+          const reference = attributeText(span.attributes.get(PROJECT_ATTRIBUTE)) || resourceProject;
+          const project = projects.known(reference) ?? (await projects.resolve(reference));
           if (typeof project === "string") {
             rejections.push(`span ${span.spanId}: ${project}`);
             continue;
@@ -172,7 +173,7 @@ function decode(body: OtlpBody): DecodedTraces {
   }
 }
 
-/** A project of an export with its redactor; or why a record naming `reference` is rejected. */
+/** A project of an export with its redactor. */
 export type ExportProject = { ref: ProjectRef; redactor: SpanRedactor };
 
 /** The projects one export names: each reference resolved once, each project's redactor fetched once. */
@@ -185,7 +186,13 @@ export class ExportProjects {
     private readonly lookup: (reference: string) => Promise<ProjectRef | null>,
   ) {}
 
-  /** The project of a record naming `reference` (its own attribute, its resource's, else the header), or the rejection reason. */
+  /** What `resolve` answered for `reference` before, without waiting: undefined the first time. */
+  known(reference: string): ExportProject | string | undefined {
+    const project = this.byReference.get(reference);
+    return project === undefined ? undefined : (project ?? `unknown project "${reference}"`);
+  }
+
+  /** The project of a record naming `reference` (its own attribute, its resource's, else the header), or why the record is rejected. */
   async resolve(reference: string): Promise<ExportProject | string> {
     if (!reference) return `no project (set ${PROJECT_ATTRIBUTE} or X-Latitude-Project)`;
     let project = this.byReference.get(reference);

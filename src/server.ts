@@ -12,6 +12,7 @@ import { createLogger, type Logger } from "./lib/log";
 import { AuthService } from "./modules/auth/service";
 import { RedactionPolicies } from "./ingest/redaction-policy";
 import { IngestPipeline } from "./ingest/pipeline";
+import { LogIngest } from "./ingest/logs";
 import { startGrpcReceiver } from "./ingest/grpc";
 import { encodeExportResponse } from "./ingest/respond";
 
@@ -56,7 +57,7 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
     redaction,
     spanWriter,
     boss,
-    ingest: new IngestPipeline(auth, pg.sql, redaction, spanWriter, config.ingest.maxConcurrentExports, log, config.ingest),
+    ingest: new IngestPipeline(auth, pg.sql, redaction, spanWriter, new LogIngest(ch), config.ingest.maxConcurrentExports, log, config.ingest),
     onShutdown: (task) => shutdownTasks.push(task),
   };
   // Registered first, so it runs last: after the receivers stop, before the stores close.
@@ -108,8 +109,8 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
         config.host,
         config.ingest.maxBodyBytes,
         (authorization) => ctx.ingest.owner(authorization),
-        async (bytes, headers) =>
-          encodeExportResponse(await ctx.ingest.export({ ...headers, announcedBytes: bytes.byteLength }, async () => ({ encoding: "protobuf", bytes }))),
+        async (bytes, headers, signal) =>
+          encodeExportResponse(await ctx.ingest.export({ ...headers, announcedBytes: bytes.byteLength }, async () => ({ encoding: "protobuf", bytes }), signal)),
         log,
       ),
     );

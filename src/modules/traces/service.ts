@@ -1,3 +1,4 @@
+import { logContents, withLogContents } from "./contents";
 import type { ClickHouseStore } from "../../db/clickhouse";
 import { badRequest, notFound } from "../../lib/errors";
 import { decodeTraceCursor, encodeTraceCursor, walkFingerprint, type TraceCursor } from "./cursor";
@@ -331,7 +332,7 @@ export class TracesService {
     const row = await this.traceRow(project, traceId, [...traceItemColumns, "last_llm_span_id"]);
     const metadataParams = new QueryParams();
     const messagesParams = new QueryParams();
-    const [metadataRows, [lastLlm], annotations] = await Promise.all([
+    const [metadataRows, [lastLlm], lastLlmLogContents, annotations] = await Promise.all([
       this.rows<{ metadata: Record<string, string> }>(
         project.organizationId,
         `SELECT metadata FROM ${this.database}.spans WHERE ${this.traceSpansWhere(project, row, metadataParams)} AND notEmpty(metadata) ORDER BY start_time, span_id`,
@@ -345,6 +346,7 @@ export class TracesService {
             messagesParams,
           )
         : Promise.resolve([]),
+      row.last_llm_span_id ? logContents(this.ch, project.organizationId, project.id, traceId, row.last_llm_span_id) : Promise.resolve(null),
       this.annotationCounts(project, [traceId]),
     ]);
     // Spans in start order; the first span to carry a key gives its value, like the roll-up's ids.
@@ -355,7 +357,7 @@ export class TracesService {
     return {
       ...toTrace(project.organizationId, project.id, row, annotations.get(traceId)),
       metadata,
-      conversation: conversationOf(lastLlm ?? null),
+      conversation: conversationOf(lastLlm ? withLogContents(lastLlm, lastLlmLogContents) : null),
     };
   }
 
@@ -373,14 +375,17 @@ export class TracesService {
   async span(project: ProjectRef, traceId: string, spanId: string): Promise<SpanDetail> {
     const trace = await this.traceRow(project, traceId, ["start_time", "end_time"]);
     const params = new QueryParams();
-    const [row] = await this.rows<SpanDetailRow>(
-      project.organizationId,
-      `SELECT ${spanDetailColumns.join(", ")} FROM ${this.database}.spans FINAL
-       WHERE ${this.traceSpansWhere(project, trace, params)} AND span_id = ${params.bind(spanId, "String")} LIMIT 1`,
-      params,
-    );
+    const [[row], contents] = await Promise.all([
+      this.rows<SpanDetailRow>(
+        project.organizationId,
+        `SELECT ${spanDetailColumns.join(", ")} FROM ${this.database}.spans FINAL
+         WHERE ${this.traceSpansWhere(project, trace, params)} AND span_id = ${params.bind(spanId, "String")} LIMIT 1`,
+        params,
+      ),
+      logContents(this.ch, project.organizationId, project.id, traceId, spanId),
+    ]);
     if (!row) throw notFound("Span");
-    return toSpanDetail(row);
+    return toSpanDetail(withLogContents(row, contents));
   }
 
   async analytics(project: ProjectRef, fromIso?: string, toIso?: string): Promise<TraceAnalyticsResponse> {

@@ -11,6 +11,10 @@ import { ingestModule } from "./ingest";
 import { projectsModule } from "./modules/projects";
 import { scoresModule } from "./modules/scores";
 import { tracesModule } from "./modules/traces";
+import { membersModule } from "./modules/members";
+import { oauthKeysModule } from "./modules/oauth-keys";
+import { webModule } from "./web";
+import { createPeople } from "./web/people";
 
 function validationMessage(error: ValidationError): string {
   const first = error.all[0] as ({ path?: string } & Parameters<typeof describeValueError>[0]) | undefined;
@@ -48,6 +52,7 @@ const loggedPath = (request: Request) => new URL(request.url).pathname.replace(/
 export function createApp(ctx: Context) {
   const requests = new WeakMap<Request, { id: string; start: number }>();
   const log = ctx.log;
+  const people = createPeople(ctx);
   return new Elysia()
     .onRequest(({ request, set }) => {
       const id = request.headers.get("x-request-id")?.slice(0, 64) || crypto.randomUUID();
@@ -90,7 +95,10 @@ export function createApp(ctx: Context) {
     .use(apiKeysModule(ctx))
     .use(scoresModule(ctx))
     .use(annotationsModule(ctx))
-    .use(tracesModule(ctx));
+    .use(tracesModule(ctx))
+    .use(membersModule(ctx))
+    .use(oauthKeysModule(ctx))
+    .use(webModule(ctx, people));
 }
 
 export type App = ReturnType<typeof createApp>;

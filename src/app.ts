@@ -14,6 +14,7 @@ import { tracesModule } from "./modules/traces";
 import { membersModule } from "./modules/members";
 import { oauthKeysModule } from "./modules/oauth-keys";
 import { webModule } from "./web";
+import { oauthModule } from "./oauth";
 import { createPeople } from "./web/people";
 
 function validationMessage(error: ValidationError): string {
@@ -98,7 +99,8 @@ export function createApp(ctx: Context) {
     .use(tracesModule(ctx))
     .use(membersModule(ctx))
     .use(oauthKeysModule(ctx))
-    .use(webModule(ctx, people));
+    .use(webModule(ctx, people))
+    .use(oauthModule(ctx, people));
 }
 
 export type App = ReturnType<typeof createApp>;

@@ -15,6 +15,8 @@ import { membersModule } from "./modules/members";
 import { oauthKeysModule } from "./modules/oauth-keys";
 import { webModule } from "./web";
 import { oauthModule } from "./oauth";
+import { mcpModule } from "./mcp";
+import { completeRequestBodies, nameOperations } from "./mcp/operations";
 import { createPeople } from "./web/people";
 
 function validationMessage(error: ValidationError): string {
@@ -54,7 +56,9 @@ export function createApp(ctx: Context) {
   const requests = new WeakMap<Request, { id: string; start: number }>();
   const log = ctx.log;
   const people = createPeople(ctx);
-  return new Elysia()
+  // MCP tool calls run through the whole app, which exists only once composed.
+  const api = { handle: (_request: Request): Promise<Response> => Promise.reject(new Error("app not composed yet")) };
+  const app = new Elysia()
     .onRequest(({ request, set }) => {
       const id = request.headers.get("x-request-id")?.slice(0, 64) || crypto.randomUUID();
       requests.set(request, { id, start: performance.now() });
@@ -80,6 +84,9 @@ export function createApp(ctx: Context) {
         ms: meta ? Math.round((performance.now() - meta.start) * 10) / 10 : undefined,
       });
     })
+    .onAfterHandle(({ request, response }) => {
+      if (new URL(request.url).pathname === "/openapi.json") completeRequestBodies(response as object, app.routes);
+    })
     .use(
       openapi({
         path: "/docs",
@@ -100,7 +107,11 @@ export function createApp(ctx: Context) {
     .use(membersModule(ctx))
     .use(oauthKeysModule(ctx))
     .use(webModule(ctx, people))
-    .use(oauthModule(ctx, people));
+    .use(oauthModule(ctx, people))
+    .use(mcpModule(ctx, (request) => api.handle(request)));
+  api.handle = (request) => app.handle(request);
+  nameOperations(app.routes);
+  return app;
 }
 
 export type App = ReturnType<typeof createApp>;

@@ -182,9 +182,9 @@ describe("an MCP agent connects through OAuth with a person in the browser", () 
       hostname: "127.0.0.1",
       port: 0,
       tls: { key: readFileSync(join(dir, "key.pem"), "utf8"), cert: readFileSync(join(dir, "cert.pem"), "utf8") },
-      fetch(request) {
+      fetch(request): Response {
         documentRequests++;
-        const clientId = `https://127.0.0.1:${documentServer.port}/agent/client.json`;
+        const clientId = `https://127.0.0.1:${new URL(request.url).port}/agent/client.json`;
         if (new URL(request.url).pathname !== "/agent/client.json") return new Response("not found", { status: 404 });
         return Response.json({ client_id: clientId, client_name: "Browser Test Agent", redirect_uris: [callback.redirectUrl], grant_types: ["authorization_code", "refresh_token"], response_types: ["code"], token_endpoint_auth_method: "none" });
       },

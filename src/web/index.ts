@@ -90,6 +90,9 @@ export const loginRedirect = (request: Request) => {
   return `/login?next=${encodeURIComponent(url.pathname + url.search)}`;
 };
 
+/** A form with nothing but its CSRF token; browsers may send such a post with an empty body. */
+const CsrfOnlyForm = t.Optional(t.Object({ csrf: t.Optional(t.String()) }));
+
 const htmxPath = join(import.meta.dir, "..", "..", "node_modules", "htmx.org", "dist", "htmx.min.js");
 
 /** The console: sign-in, password reset, claim, invitations, keys and members pages. */
@@ -167,7 +170,7 @@ export function webModule(ctx: Context, people: People) {
       .post(
         "/login",
         async ({ cookie, body, request, server, redirect, set }) => {
-          csrf.check(cookie, request, body.csrf);
+          csrf.check(cookie, request, body?.csrf);
           const next = safeNext(body.next);
           try {
             const userId = await people.signIn(body.email, body.password, addressOf(request, server));
@@ -194,17 +197,17 @@ export function webModule(ctx: Context, people: People) {
       .post(
         "/logout",
         async ({ cookie, body, request, redirect }) => {
-          csrf.check(cookie, request, body.csrf);
+          csrf.check(cookie, request, body?.csrf);
           await sessions.end(cookie);
           return redirect("/login", 303);
         },
-        { body: t.Object({ csrf: t.Optional(t.String()) }) },
+        { body: CsrfOnlyForm },
       )
       .get("/password/forgot", ({ cookie }) => ForgotPasswordPage({ csrf: csrf.token(cookie) }))
       .post(
         "/password/forgot",
         async ({ cookie, body, request, set }) => {
-          csrf.check(cookie, request, body.csrf);
+          csrf.check(cookie, request, body?.csrf);
           try {
             await people.requestPasswordReset(body.email);
             return ForgotPasswordPage({ csrf: csrf.token(cookie), sent: true });
@@ -223,7 +226,7 @@ export function webModule(ctx: Context, people: People) {
       .post(
         "/password/reset/:token",
         async ({ cookie, params, body, request, set, redirect }) => {
-          csrf.check(cookie, request, body.csrf);
+          csrf.check(cookie, request, body?.csrf);
           try {
             const userId = await people.resetPassword(params.token, body.password);
             if (!userId) {
@@ -258,7 +261,7 @@ export function webModule(ctx: Context, people: People) {
       .post(
         "/claim/:token",
         async ({ cookie, params, body, request, set, redirect }) => {
-          csrf.check(cookie, request, body.csrf);
+          csrf.check(cookie, request, body?.csrf);
           try {
             const outcome = await account.claim(params.token, body);
             if (outcome.claimed) {
@@ -294,7 +297,7 @@ export function webModule(ctx: Context, people: People) {
       .post(
         "/invitations/:token",
         async ({ cookie, params, body, request, set, redirect }) => {
-          csrf.check(cookie, request, body.csrf);
+          csrf.check(cookie, request, body?.csrf);
           try {
             const accepted = await members.accept(params.token, body.password, body.name?.trim() || null);
             if (!accepted) {
@@ -316,7 +319,7 @@ export function webModule(ctx: Context, people: People) {
       .post(
         "/settings/organization",
         async ({ cookie, body, request, redirect }) => {
-          csrf.check(cookie, request, body.csrf);
+          csrf.check(cookie, request, body?.csrf);
           const session = await signedIn(cookie, request);
           await people.switchOrganization(session, body.organizationId);
           return redirect("/settings/keys", 303);
@@ -327,7 +330,7 @@ export function webModule(ctx: Context, people: People) {
       .post(
         "/settings/keys",
         async ({ cookie, body, request, set }) => {
-          csrf.check(cookie, request, body.csrf);
+          csrf.check(cookie, request, body?.csrf);
           const session = await signedIn(cookie, request);
           managing(session);
           try {
@@ -343,7 +346,7 @@ export function webModule(ctx: Context, people: People) {
       .post(
         "/settings/keys/:id/rename",
         async ({ cookie, body, params, request, redirect, set }) => {
-          csrf.check(cookie, request, body.csrf);
+          csrf.check(cookie, request, body?.csrf);
           const session = await signedIn(cookie, request);
           managing(session);
           try {
@@ -359,29 +362,29 @@ export function webModule(ctx: Context, people: People) {
       .post(
         "/settings/keys/:id/revoke",
         async ({ cookie, body, params, request, redirect }) => {
-          csrf.check(cookie, request, body.csrf);
+          csrf.check(cookie, request, body?.csrf);
           const session = await signedIn(cookie, request);
           managing(session);
           await apiKeys.revoke(session.organization.id, params.id);
           return redirect("/settings/keys", 303);
         },
-        { body: t.Object({ csrf: t.Optional(t.String()) }) },
+        { body: CsrfOnlyForm },
       )
       .post(
         "/settings/oauth-keys/:id/revoke",
         async ({ cookie, body, params, request, redirect }) => {
-          csrf.check(cookie, request, body.csrf);
+          csrf.check(cookie, request, body?.csrf);
           const session = await signedIn(cookie, request);
           await oauthKeys.revoke(actorOf(session), session.organization.id, params.id);
           return redirect("/settings/keys", 303);
         },
-        { body: t.Object({ csrf: t.Optional(t.String()) }) },
+        { body: CsrfOnlyForm },
       )
       .get("/settings/members", async ({ cookie, request }) => membersPage(cookie, await signedIn(cookie, request)))
       .post(
         "/settings/members",
         async ({ cookie, body, request, set }) => {
-          csrf.check(cookie, request, body.csrf);
+          csrf.check(cookie, request, body?.csrf);
           const session = await signedIn(cookie, request);
           try {
             const invited = await members.invite(actorOf(session), session.organization.id, { email: body.email, role: body.role });
@@ -396,7 +399,7 @@ export function webModule(ctx: Context, people: People) {
       .post(
         "/settings/members/:id/role",
         async ({ cookie, body, params, request, redirect, set }) => {
-          csrf.check(cookie, request, body.csrf);
+          csrf.check(cookie, request, body?.csrf);
           const session = await signedIn(cookie, request);
           try {
             await members.updateRole(actorOf(session), session.organization.id, params.id, body.role);
@@ -411,7 +414,7 @@ export function webModule(ctx: Context, people: People) {
       .post(
         "/settings/members/:id/remove",
         async ({ cookie, body, params, request, redirect, set }) => {
-          csrf.check(cookie, request, body.csrf);
+          csrf.check(cookie, request, body?.csrf);
           const session = await signedIn(cookie, request);
           try {
             await members.remove(actorOf(session), session.organization.id, params.id);
@@ -421,7 +424,7 @@ export function webModule(ctx: Context, people: People) {
             return membersPage(cookie, session, { error: errorText(error) });
           }
         },
-        { body: t.Object({ csrf: t.Optional(t.String()) }) },
+        { body: CsrfOnlyForm },
       )
   );
 }

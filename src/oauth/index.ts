@@ -1,5 +1,4 @@
 import OAuth2Server, { OAuthError, Request as OAuthRequest, Response as OAuthResponse } from "@node-oauth/oauth2-server";
-import { html } from "@elysiajs/html";
 import { Elysia, t } from "elysia";
 import type { Context } from "../context";
 import { HttpError, tooManyRequests } from "../lib/errors";
@@ -129,7 +128,6 @@ export function oauthModule(ctx: Context, people: People) {
 
   return (
     new Elysia({ name: "oauth", detail: { tags: ["oauth"] } })
-      .use(html())
       .get("/.well-known/oauth-authorization-server", metadata, { detail: { summary: "Authorization server metadata (RFC 8414)" } })
       .get("/api/auth/.well-known/oauth-authorization-server", metadata, { detail: { summary: "Authorization server metadata (RFC 8414), under /api/auth" } })
       .post(

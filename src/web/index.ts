@@ -1,4 +1,3 @@
-import { html } from "@elysiajs/html";
 import { Elysia, t, type Cookie } from "elysia";
 import { join } from "node:path";
 import type { Context } from "../context";
@@ -30,6 +29,7 @@ export const csrfCookieName = "vigil_csrf";
 
 /** Pages that handle credentials are never framed, cached or leaked through a referrer. */
 export const pageHeaders = {
+  "content-type": "text/html; charset=utf-8",
   "cache-control": "no-store",
   "referrer-policy": "no-referrer",
   "x-frame-options": "DENY",
@@ -140,26 +140,10 @@ export function webModule(ctx: Context, people: People) {
 
   return (
     new Elysia({ name: "web", detail: { hide: true } })
-      .use(html())
+      // htmx from its npm package, registered before the page headers apply.
+      .get("/assets/htmx.js", () => new Response(Bun.file(htmxPath), { headers: { "content-type": "text/javascript; charset=utf-8", "cache-control": "public, max-age=86400" } }))
       .onAfterHandle(({ set }) => {
         Object.assign(set.headers, pageHeaders);
-      })
-      // A redirect to sign in is thrown as a 303 HttpError; send it as a real redirect.
-      .onError(({ error, set }) => {
-        if (error instanceof HttpError && error.status === 303) {
-          set.status = 303;
-          set.headers.location = error.headers.location!;
-          return "";
-        }
-        if (error instanceof HttpError && error.status === 403) {
-          set.status = 403;
-          Object.assign(set.headers, pageHeaders);
-          return MessagePage({ title: "Not allowed", message: error.message });
-        }
-      })
-      .get("/assets/htmx.js", ({ set }) => {
-        set.headers["cache-control"] = "public, max-age=86400";
-        return new Response(Bun.file(htmxPath), { headers: { "content-type": "text/javascript; charset=utf-8", "cache-control": "public, max-age=86400" } });
       })
       .get("/", async ({ cookie, redirect }) => redirect((await sessions.current(cookie)) ? "/settings/keys" : "/login", 303))
       .get("/login", async ({ cookie, query, redirect }) => {

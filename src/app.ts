@@ -14,6 +14,13 @@ import { ingestModule } from "./ingest";
 import { projectsModule } from "./modules/projects";
 import { scoresModule } from "./modules/scores";
 import { tracesModule } from "./modules/traces";
+import { membersModule } from "./modules/members";
+import { oauthKeysModule } from "./modules/oauth-keys";
+import { webModule } from "./web";
+import { oauthModule } from "./oauth";
+import { mcpModule } from "./mcp";
+import { completeRequestBodies, nameOperations } from "./mcp/operations";
+import { createPeople } from "./web/people";
 
 function validationMessage(error: ValidationError): string {
   const first = error.all[0] as ({ path?: string } & Parameters<typeof describeValueError>[0]) | undefined;
@@ -51,7 +58,10 @@ const loggedPath = (request: Request) => new URL(request.url).pathname.replace(/
 export function createApp(ctx: Context) {
   const requests = new WeakMap<Request, { id: string; start: number }>();
   const log = ctx.log;
-  return new Elysia()
+  const people = createPeople(ctx);
+  // MCP tool calls run through the whole app, which exists only once composed.
+  const api = { handle: (_request: Request): Promise<Response> => Promise.reject(new Error("app not composed yet")) };
+  const app = new Elysia()
     .onRequest(({ request, set }) => {
       const id = request.headers.get("x-request-id")?.slice(0, 64) || crypto.randomUUID();
       requests.set(request, { id, start: performance.now() });
@@ -79,6 +89,9 @@ export function createApp(ctx: Context) {
         ms: meta ? Math.round((performance.now() - meta.start) * 10) / 10 : undefined,
       });
     })
+    .onAfterHandle(({ request, response }) => {
+      if (new URL(request.url).pathname === "/openapi.json") completeRequestBodies(response as object, app.routes);
+    })
     .use(
       openapi({
         path: "/docs",
@@ -98,7 +111,15 @@ export function createApp(ctx: Context) {
     .use(scoresModule(ctx))
     .use(annotationsModule(ctx))
     .use(tracesModule(ctx))
-    .use(emailConfirmationsModule(ctx));
+    .use(emailConfirmationsModule(ctx))
+    .use(membersModule(ctx))
+    .use(oauthKeysModule(ctx))
+    .use(webModule(ctx, people))
+    .use(oauthModule(ctx, people))
+    .use(mcpModule(ctx, (request) => api.handle(request)));
+  api.handle = (request) => app.handle(request);
+  nameOperations(app.routes);
+  return app;
 }
 
 export type App = ReturnType<typeof createApp>;

@@ -8,6 +8,8 @@ import { annotationsModule } from "./modules/annotations";
 import { apiKeysModule } from "./modules/api-keys";
 import { healthModule } from "./modules/health";
 import { ingestModule } from "./ingest";
+import { gatewayModule } from "./gateway";
+import { gatewayErrorBody, isGatewayPath } from "./gateway/errors";
 import { projectsModule } from "./modules/projects";
 import { scoresModule } from "./modules/scores";
 import { tracesModule } from "./modules/traces";
@@ -62,6 +64,7 @@ export function createApp(ctx: Context) {
       }
       set.status = reply.status;
       Object.assign(set.headers, reply.headers);
+      if (isGatewayPath(new URL(request.url).pathname)) return gatewayErrorBody(reply.status, reply.message, error);
       return { error: reply.message };
     })
     .onAfterResponse(({ request, set }) => {
@@ -90,7 +93,8 @@ export function createApp(ctx: Context) {
     .use(apiKeysModule(ctx))
     .use(scoresModule(ctx))
     .use(annotationsModule(ctx))
-    .use(tracesModule(ctx));
+    .use(tracesModule(ctx))
+    .use(gatewayModule(ctx));
 }
 
 export type App = ReturnType<typeof createApp>;

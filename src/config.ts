@@ -1,6 +1,7 @@
 import { accessSync, constants, mkdirSync } from "node:fs";
 import { BlockList, isIP } from "node:net";
 import { resolve } from "node:path";
+import { providerEnv, type ProviderEnv } from "./gateway/providers";
 import { addAddressRange } from "./lib/net";
 
 export interface Config {
@@ -37,7 +38,8 @@ export interface Config {
     flushIntervalMs: number;
   };
   embeddings: { baseUrl: string; apiKey: string | null; model: string } | null;
-  provider: { baseUrl: string; apiKey: string | null; model: string } | null;
+  /** AI provider variables for the prompt gateway (see src/gateway/providers.ts). */
+  providers: ProviderEnv;
 }
 
 export class ConfigError extends Error {}
@@ -121,6 +123,13 @@ function addressRangesVar(env: Env, name: string): BlockList | null {
   return ranges;
 }
 
+/** The AI provider variables, each `*_BASE_URL` checked to be an http(s) URL. */
+function providersVar(env: Env): ProviderEnv {
+  const providers = providerEnv(env);
+  for (const name of Object.keys(providers)) if (name.endsWith("_BASE_URL")) providers[name] = urlVar(env, name, ["http:", "https:"])!;
+  return providers;
+}
+
 /** Reads and validates the environment; throws ConfigError naming the first bad variable. */
 export function loadConfig(env: Env = process.env): Config {
   const port = intVar(env, "PORT", 3000, 0, 65535);
@@ -128,7 +137,6 @@ export function loadConfig(env: Env = process.env): Config {
   const dataDir = writableDirectory("DATA_DIR", env.DATA_DIR || "./data");
   const configuredPublicUrl = urlVar(env, "PUBLIC_URL", ["http:", "https:"]);
   const embeddingsUrl = urlVar(env, "EMBEDDINGS_BASE_URL", ["http:", "https:"]);
-  const providerUrl = urlVar(env, "PROVIDER_BASE_URL", ["http:", "https:"]);
   return {
     port,
     host,
@@ -162,8 +170,6 @@ export function loadConfig(env: Env = process.env): Config {
     embeddings: embeddingsUrl
       ? { baseUrl: embeddingsUrl, apiKey: env.EMBEDDINGS_API_KEY || null, model: env.EMBEDDINGS_MODEL || "text-embedding-3-small" }
       : null,
-    provider: providerUrl
-      ? { baseUrl: providerUrl, apiKey: env.PROVIDER_API_KEY || null, model: env.PROVIDER_MODEL || "gpt-4o-mini" }
-      : null,
+    providers: providersVar(env),
   };
 }

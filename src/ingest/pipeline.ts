@@ -77,6 +77,19 @@ export class IngestPipeline {
     }
   }
 
+  /**
+   * Spans Vigil makes itself (prompt gateway runs) on behalf of an API key: the same decode → map →
+   * redact → price → write path as an export from that key, without the credential round trip.
+   */
+  async exportAs(owner: Omit<SpanOwner, "projectId">, body: OtlpBody): Promise<ExportOutcome> {
+    try {
+      this.sink.admit(body.bytes.byteLength);
+    } catch (error) {
+      throw saturated(error);
+    }
+    return this.run(owner, { authorization: null, project: null, announcedBytes: body.bytes.byteLength }, body);
+  }
+
   private async run(owner: Omit<SpanOwner, "projectId">, request: ExportRequest, body: OtlpBody): Promise<ExportOutcome> {
     const decoded = decode(body);
     const rejections = decoded.rejected.map((rejected) => rejected.reason);

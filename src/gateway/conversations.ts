@@ -49,7 +49,7 @@ export class ConversationsService {
     await this.ctx.sql`
       INSERT INTO gateway_conversations (uuid, organization_id, project_id, version_uuid, document_uuid, path, api_key_id, trace_id, config, messages, status)
       VALUES (${uuid}, ${principal.organizationId}, ${version.project.id}, ${version.uuid}, ${document.document_uuid}, ${document.path},
-        ${principal.apiKeyId}, ${traceId}, ${JSON.stringify(config)}::jsonb, ${JSON.stringify([...input, ...output])}::jsonb, 'finished')`;
+        ${principal.apiKeyId}, ${traceId}, ${this.ctx.sql.json(config as never)}, ${this.ctx.sql.json([...input, ...output] as never)}, 'finished')`;
     const now = nowNs();
     const promptSpan = newSpanId();
     const completionSpan = newSpanId();

@@ -46,7 +46,8 @@ class EventWriter {
       try {
         await this.sql`
           INSERT INTO gateway_run_events (conversation_uuid, seq, event, data)
-          SELECT ${this.conversationUuid}::uuid, * FROM unnest(${batch.map((e) => e.id)}::int[], ${batch.map((e) => e.event)}::text[], ${batch.map((e) => JSON.stringify(e.data))}::jsonb[])
+          SELECT ${this.conversationUuid}::uuid, seq, event, data::jsonb
+          FROM unnest(${batch.map((e) => e.id)}::int[], ${batch.map((e) => e.event)}::text[], ${batch.map((e) => JSON.stringify(e.data))}::text[]) AS batch (seq, event, data)
           ON CONFLICT DO NOTHING`;
         await this.sql`SELECT pg_notify(${RUN_CHANNEL}, ${this.conversationUuid})`;
       } catch (error) {
@@ -161,7 +162,7 @@ export class RunEventBus {
     const key = `${organizationId}:${toolCallId}`;
     await this.sql`
       INSERT INTO gateway_tool_results (organization_id, tool_call_id, result, is_error)
-      VALUES (${organizationId}, ${toolCallId}, ${JSON.stringify(result ?? null)}::jsonb, ${isError})
+      VALUES (${organizationId}, ${toolCallId}, ${this.sql.json((result ?? null) as never)}, ${isError})
       ON CONFLICT (organization_id, tool_call_id) DO UPDATE SET result = excluded.result, is_error = excluded.is_error`;
     await this.sql`SELECT pg_notify(${TOOL_CHANNEL}, ${key})`;
   }

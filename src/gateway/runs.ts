@@ -178,8 +178,8 @@ export class RunsService {
     const [row] = await this.ctx.sql<ConversationRow[]>`
       INSERT INTO gateway_conversations (uuid, organization_id, project_id, version_uuid, document_uuid, path, api_key_id, custom_identifier, trace_id, config, request, status)
       VALUES (${crypto.randomUUID()}, ${principal.organizationId}, ${version.project.id}, ${version.uuid}, ${document.document_uuid}, ${document.path},
-        ${principal.apiKeyId}, ${body.customIdentifier ?? null}, ${newTraceId()}, ${JSON.stringify(metadata.config)}::jsonb,
-        ${body.background ? JSON.stringify(plan) : null}::jsonb, ${body.background ? "queued" : "running"})
+        ${principal.apiKeyId}, ${body.customIdentifier ?? null}, ${newTraceId()}, ${this.ctx.sql.json(metadata.config as never)},
+        ${body.background ? this.ctx.sql.json(plan as never) : null}, ${body.background ? "queued" : "running"})
       RETURNING *`;
     if (body.background) {
       await this.ctx.boss.send(BACKGROUND_QUEUE, { uuid: row!.uuid });
@@ -312,7 +312,8 @@ export class RunsService {
         let step = await chain.step();
         let first = true;
         while (!step.completed) {
-          const before = first ? [...(step.messages as PromptlMessage[]), ...plan.messages] : (step.messages as PromptlMessage[]);
+          const compiled = normalizeMessages(step.messages);
+          const before = first ? [...compiled, ...plan.messages] : compiled;
           if (first) inputMessages = before;
           first = false;
           run.conversation = before;
@@ -330,7 +331,7 @@ export class RunsService {
       if (pendingCalls.length) run.latitude("tools-requested", { tools: pendingCalls });
       const final: FinalBody = { uuid: run.uuid, conversation: run.conversation, response, source: run.source };
       await this.ctx.sql`
-        UPDATE gateway_conversations SET status = 'finished', messages = ${JSON.stringify(run.conversation)}::jsonb, final_event = ${JSON.stringify(final)}::jsonb, updated_at = now()
+        UPDATE gateway_conversations SET status = 'finished', messages = ${this.ctx.sql.json(run.conversation as never)}, final_event = ${this.ctx.sql.json(final as never)}, updated_at = now()
         WHERE uuid = ${run.uuid}`;
       run.latitude("chain-completed", { response, toolCalls: response.toolCalls, tokenUsage: total, finishReason: completions.at(-1)?.finishReason ?? "stop" });
       return final;
@@ -338,7 +339,7 @@ export class RunsService {
       failure = classify(error, signal);
       await this.ctx.sql`
         UPDATE gateway_conversations SET status = ${failure.errorCode === "abort_error" ? "stopped" : "failed"},
-          messages = ${JSON.stringify(run.conversation)}::jsonb, updated_at = now()
+          messages = ${this.ctx.sql.json(run.conversation as never)}, updated_at = now()
         WHERE uuid = ${run.uuid}`.catch((dbError) => this.ctx.log.error("recording a failed run failed", { error: dbError as Error }));
       run.latitude("chain-error", { error: failure.body() });
       return failure;
@@ -380,6 +381,7 @@ export class RunsService {
         tools: toolSet(config.tools),
         abortSignal: signal,
         maxRetries: 0,
+        allowSystemInMessages: true,
         temperature: numberOr(config.temperature),
         maxOutputTokens: numberOr(config.maxTokens) ?? numberOr(config.max_tokens),
         topP: numberOr(config.topP),

@@ -111,7 +111,7 @@ async function finalBody(run: ActiveRun, request: Request) {
 const Loose = { additionalProperties: true } as const;
 const ProjectParams = t.Object({ projectId: t.String() });
 const VersionParams = t.Object({ projectId: t.String(), versionUuid: t.String() });
-const DocumentParams = t.Object({ projectId: t.String(), versionUuid: t.String(), "*": t.String() });
+const DocumentParams = t.Object({ projectId: t.String(), versionUuid: t.String(), "*": t.String() }, Loose);
 const ConversationParams = t.Object({ conversationUuid: t.String() });
 const NameBody = t.Object({ name: t.String() }, Loose);
 const PathBody = t.Object({ path: t.String(), prompt: t.Optional(t.String()), force: t.Optional(t.Boolean()) }, Loose);

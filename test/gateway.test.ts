@@ -101,7 +101,7 @@ describe("projects, versions and prompts", () => {
     expect((await api(vigil, `/projects/${projectId}/versions/${draftUuid}/documents/restore`, { method: "POST", body: JSON.stringify({ path: "json" }) })).status).toBe(200);
 
     const published = await api(vigil, `/projects/${projectId}/versions/${draftUuid}/publish`, { method: "POST", body: JSON.stringify({ title: "First", description: "notes" }) });
-    const live = await published.json();
+    const live: any = await published.json();
     expect(published.status).toBe(200);
     expect(live.version).toBeGreaterThan(1);
     expect(live.mergedAt).not.toBeNull();

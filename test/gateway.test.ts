@@ -49,7 +49,7 @@ beforeAll(async () => {
   second = await startTestVigil({ ...env, DATABASE_URL: config.databaseUrl!, CLICKHOUSE_DATABASE: config.clickhouse.database });
   const { account } = await bootstrapAccount(vigil.url);
   apiKey = account.apiKey;
-  projectSlug = account.project?.slug ?? account.projectSlug;
+  projectSlug = account.projectSlug;
   const [org] = await vigil.ctx.sql<{ organization_id: string }[]>`SELECT organization_id FROM api_keys`;
   await vigil.ctx.sql`UPDATE organizations SET plan = 'enterprise' WHERE id = ${org!.organization_id}`;
   const [project] = await vigil.ctx.sql<{ gateway_id: string }[]>`SELECT gateway_id FROM projects WHERE organization_id = ${org!.organization_id} AND slug = ${projectSlug}`;
@@ -92,7 +92,7 @@ describe("projects, versions and prompts", () => {
     // A compile error is reported at save.
     const broken = await api(vigil, `/projects/${projectId}/versions/${draftUuid}/documents/create-or-update`, { method: "POST", body: JSON.stringify({ path: "broken", prompt: "<user>{{ </user>" }) });
     expect(broken.status).toBe(400);
-    expect((await broken.json()).errorCode).toBe("chain_compile_error");
+    expect(((await broken.json()) as any).errorCode).toBe("chain_compile_error");
 
     // Delete in the draft, then restore.
     const removed = await api(vigil, `/projects/${projectId}/versions/${draftUuid}/documents/json`, { method: "DELETE" });

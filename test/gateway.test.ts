@@ -35,6 +35,17 @@ tools:
 ---
 <user>What is the weather?</user>`;
 
+const CHAIN_PROMPT = `---
+provider: openai
+model: gpt-4o-mini
+---
+<step>
+  <user>first</user>
+</step>
+<step>
+  <user>second</user>
+</step>`;
+
 const sdkFor = (target: Vigil, key = apiKey, versionUuid?: string) =>
   new Latitude(key, { projectId, versionUuid, __internal: { gateway: { host: "127.0.0.1", port: target.port, ssl: false } } } as never);
 const api = (target: Vigil, path: string, init: RequestInit & { key?: string } = {}) =>
@@ -85,9 +96,10 @@ describe("projects, versions and prompts", () => {
     expect(again.uuid).toBe(prompt.uuid);
     expect(again.content).toBe(PROMPT);
     await draft.prompts.create("tools/weather", { prompt: TOOL_PROMPT });
+    await draft.prompts.create("chain", { prompt: CHAIN_PROMPT });
     await draft.prompts.create("json", { prompt: `---\nprovider: openai\nmodel: gpt-4o-mini\nschema:\n  type: object\n  properties:\n    answer: { type: number }\n---\n<user>Answer</user>` });
     expect(((await draft.prompts.get("support/greet")) as any).content).toBe(PROMPT);
-    expect(((await draft.prompts.getAll()) as any[]).map((p) => p.path).sort()).toEqual(["json", "support/greet", "tools/weather"]);
+    expect(((await draft.prompts.getAll()) as any[]).map((p) => p.path).sort()).toEqual(["chain", "json", "support/greet", "tools/weather"]);
 
     // A compile error is reported at save.
     const broken = await api(vigil, `/projects/${projectId}/versions/${draftUuid}/documents/create-or-update`, { method: "POST", body: JSON.stringify({ path: "broken", prompt: "<user>{{ </user>" }) });
@@ -134,6 +146,7 @@ describe("runs", () => {
     const streamed = (await sdk.prompts.run("support/greet", { parameters: { name: "Bo" }, stream: true, onEvent: ({ data }: any) => events.push(data.type) })) as any;
     expect(streamed.response.text).toBe("Hello, Bo");
     expect(events.filter((type) => type === "text-delta").length).toBe(3);
+    expect(events[0]).toBe("chain-started");
     expect(events).toContain("chain-completed");
 
     const chatted = (await sdk.prompts.chat(run.uuid, [{ role: "user", content: "again" }] as never)) as any;
@@ -165,6 +178,23 @@ describe("runs", () => {
     expect(provider.requests.length).toBe(before);
     const history: any = await (await api(vigil, `/conversations/${log.uuid}`)).json();
     expect(history.conversation.at(-1).content[0].text).toBe("ok");
+  });
+
+  test("a PromptL chain runs its steps in order, each a provider call with the conversation so far", async () => {
+    const before = provider.requests.length;
+    const events: string[] = [];
+    const result = (await sdkFor(vigil).prompts.run("chain", { stream: true, onEvent: ({ data }: any) => events.push(data.type) })) as any;
+    expect(provider.requests.length - before).toBe(2);
+    expect(provider.requests.at(-1)!.body.messages.map((m: any) => m.role)).toEqual(["user", "assistant", "user"]);
+    expect(result.response.text).toBe("Hello, second");
+    expect(result.conversation.map((m: any) => m.role)).toEqual(["user", "assistant", "user", "assistant"]);
+    expect(events.filter((type) => type === "step-started").length).toBe(2);
+  });
+
+  test("tool calls without a client handler end the run with the calls requested", async () => {
+    const result = (await sdkFor(vigil).prompts.run("tools/weather", {})) as any;
+    expect(result.response.toolCalls).toEqual([{ id: expect.any(String), name: "get_weather", arguments: { city: "Paris" } }]);
+    expect(result.conversation.at(-1).toolCalls[0].name).toBe("get_weather");
   });
 
   test("client tools: the client's handler answers through /tools/results and the run continues", async () => {
@@ -208,6 +238,32 @@ describe("background runs, attach and stop", () => {
     expect((text.match(/"text-delta"/g) ?? []).length).toBe(200);
     const final = (await (await api(vigil, `/conversations/${uuid}/attach`, { method: "POST", body: JSON.stringify({ stream: false }) })).json()) as any;
     expect(final.response.text).toStartWith("w0 w1 ");
+  });
+
+  test("a streamed run in one process is attached from another, rate-limit headers on the stream", async () => {
+    let uuid = "";
+    const running = api(vigil, `/projects/${projectId}/versions/live/documents/run`, {
+      method: "POST",
+      body: JSON.stringify({ path: "support/greet", parameters: { name: "slow attach" }, stream: true }),
+    });
+    const response = await running;
+    expect(response.headers.get("x-ratelimit-limit")).toBe("30000");
+    const reader = response.body!.getReader();
+    const decoder = new TextDecoder();
+    let own = "";
+    while (!uuid) {
+      own += decoder.decode((await reader.read()).value);
+      uuid = own.match(/"uuid":"([0-9a-f-]{36})"/)?.[1] ?? "";
+    }
+    const attached = await (await api(second, `/conversations/${uuid}/attach`, { method: "POST", body: JSON.stringify({ stream: true }) })).text();
+    for (;;) {
+      const next = await reader.read();
+      if (next.done) break;
+      own += decoder.decode(next.value);
+    }
+    // The attached stream is the run's own, event for event.
+    expect(attached).toBe(own);
+    expect(attached).toContain('"type":"chain-completed"');
   });
 
   test("stop in the middle of a slow stream aborts the provider call, from another process too", async () => {

@@ -10,6 +10,8 @@ export interface RunEvent {
   id: number;
   event: "latitude-event" | "provider-event";
   data: Record<string, unknown>;
+  /** `data` as JSON text, serialized once: streamed, stored and replayed byte for byte. */
+  json: string;
 }
 
 const RUN_CHANNEL = "gateway_run_events";
@@ -46,8 +48,8 @@ class EventWriter {
       try {
         await this.sql`
           INSERT INTO gateway_run_events (conversation_uuid, seq, event, data)
-          SELECT ${this.conversationUuid}::uuid, seq, event, data::jsonb
-          FROM unnest(${batch.map((e) => e.id)}::int[], ${batch.map((e) => e.event)}::text[], ${batch.map((e) => JSON.stringify(e.data))}::text[]) AS batch (seq, event, data)
+          SELECT ${this.conversationUuid}::uuid, seq, event, data
+          FROM unnest(${batch.map((e) => e.id)}::int[], ${batch.map((e) => e.event)}::text[], ${batch.map((e) => e.json)}::text[]) AS batch (seq, event, data)
           ON CONFLICT DO NOTHING`;
         await this.sql`SELECT pg_notify(${RUN_CHANNEL}, ${this.conversationUuid})`;
       } catch (error) {
@@ -94,9 +96,9 @@ export class RunEventBus {
 
   /** Stored events of a run after `afterId`, in order. */
   async eventsAfter(conversationUuid: string, afterId: number): Promise<RunEvent[]> {
-    const rows = await this.sql<{ seq: number; event: RunEvent["event"]; data: Record<string, unknown> }[]>`
+    const rows = await this.sql<{ seq: number; event: RunEvent["event"]; data: string }[]>`
       SELECT seq, event, data FROM gateway_run_events WHERE conversation_uuid = ${conversationUuid} AND seq > ${afterId} ORDER BY seq`;
-    return rows.map((row) => ({ id: row.seq, event: row.event, data: row.data }));
+    return rows.map((row) => ({ id: row.seq, event: row.event, data: JSON.parse(row.data), json: row.data }));
   }
 
   /**

@@ -53,7 +53,7 @@ export async function startGatewayWorker(ctx: Context) {
 }
 
 const encoder = new TextEncoder();
-const frame = (event: RunEvent) => encoder.encode(`id: ${event.id}\nevent: ${event.event}\ndata: ${JSON.stringify(event.data)}\n\n`);
+const frame = (event: RunEvent) => encoder.encode(`id: ${event.id}\nevent: ${event.event}\ndata: ${event.json}\n\n`);
 const sseHeaders = (headers: Record<string, unknown>) => ({
   ...(Object.fromEntries(Object.entries(headers).filter(([key]) => key.toLowerCase().startsWith("x-"))) as Record<string, string>),
   "Content-Type": "text/event-stream",
@@ -63,7 +63,7 @@ const sseHeaders = (headers: Record<string, unknown>) => ({
 
 /** A run executing here as Server-Sent Events, each event written as it happens; a client leaving stops the run. */
 function streamRun(run: ActiveRun, headers: Record<string, unknown>): Response {
-  let detach = () => {};
+  let detach: () => void = () => {};
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
       const listener = (event: RunEvent) => {
@@ -73,8 +73,7 @@ function streamRun(run: ActiveRun, headers: Record<string, unknown>): Response {
           controller.close();
         }
       };
-      run.listeners.add(listener);
-      detach = () => run.listeners.delete(listener);
+      detach = run.subscribe(listener);
     },
     cancel() {
       detach();

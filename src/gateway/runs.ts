@@ -78,7 +78,8 @@ interface ConversationRow {
 /** One run executing in this process: its events go to local listeners and to the bus. */
 export class ActiveRun {
   private nextId = 0;
-  readonly listeners = new Set<(event: RunEvent) => void>();
+  private history: RunEvent[] = [];
+  private listeners = new Set<(event: RunEvent) => void>();
   readonly controller = new AbortController();
   /** Resolves with the final body or a GatewayError, never rejects. */
   result!: Promise<FinalBody | GatewayError>;
@@ -98,9 +99,17 @@ export class ActiveRun {
   }
 
   emit(event: RunEvent["event"], data: Record<string, unknown>) {
-    const frame: RunEvent = { id: this.nextId++, event, data };
+    const frame: RunEvent = { id: this.nextId++, event, data, json: JSON.stringify(data) };
+    this.history.push(frame);
     this.write(frame);
     for (const listener of this.listeners) listener(frame);
+  }
+
+  /** Every event so far, then each new one as it happens; returns the unsubscribe. */
+  subscribe(listener: (event: RunEvent) => void): () => void {
+    for (const event of this.history) listener(event);
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
   }
 
   latitude(type: string, data: Record<string, unknown> = {}) {
@@ -256,8 +265,6 @@ export class RunsService {
     this.active.set(row.uuid, run);
     const unregister = this.bus.onStop(row.uuid, () => run.controller.abort(new Error("stopped")));
     run.result = (async () => {
-      // Let the caller subscribe before the first event.
-      await Promise.resolve();
       try {
         return await this.execute(run, plan);
       } finally {

@@ -5,6 +5,7 @@ import { migrateClickHouse, migratePostgres } from "./db/migrate";
 import { openPostgres, type Sql } from "./db/postgres";
 import { createLogger, type Logger } from "./lib/log";
 import { ScoreCopier } from "./modules/scores/copy";
+import { planLimits } from "./gateway/rate-limit";
 
 interface Stores {
   sql: Sql;
@@ -13,12 +14,22 @@ interface Stores {
 }
 
 /** Maintenance commands; each returns the line it prints. */
-const commands: Record<string, { summary: string; run(stores: Stores): Promise<string> }> = {
+const commands: Record<string, { summary: string; run(stores: Stores, args: string[]): Promise<string> }> = {
   "rebuild-score-copy": {
     summary: "Re-copy every score and annotation from PostgreSQL into ClickHouse (idempotent)",
     async run({ sql, ch, log }) {
       const copied = await new ScoreCopier(sql, ch, log).rebuild();
       return `rebuilt the ClickHouse copy of ${copied} scores`;
+    },
+  },
+  "set-plan": {
+    summary: "set-plan <organization id or slug> <hobby|team|enterprise>: the plan that sets its gateway rate limits",
+    async run({ sql }, [organization = "", plan = ""]) {
+      if (!Object.hasOwn(planLimits, plan)) throw new Error(`plan must be one of ${Object.keys(planLimits).join(", ")}, got "${plan}"`);
+      const [row] = await sql<{ id: string }[]>`
+        UPDATE organizations SET plan = ${plan}, updated_at = now() WHERE id = ${organization} OR slug = ${organization} RETURNING id`;
+      if (!row) throw new Error(`no organization "${organization}"`);
+      return `organization ${row.id} is on the ${plan} plan (running processes apply it within 5 seconds)`;
     },
   },
 };
@@ -58,7 +69,7 @@ if (!command) {
 
 try {
   const config = loadConfig(process.env);
-  console.log(await withStores(config, createLogger(config.logLevel), command.run));
+  console.log(await withStores(config, createLogger(config.logLevel), (stores) => command.run(stores, process.argv.slice(3))));
 } catch (error) {
   if (error instanceof ConfigError) {
     console.error(`vigil: invalid configuration: ${error.message}`);

@@ -110,7 +110,6 @@ async function finalBody(run: ActiveRun, request: Request) {
 const Loose = { additionalProperties: true } as const;
 const ProjectParams = t.Object({ projectId: t.String() });
 const VersionParams = t.Object({ projectId: t.String(), versionUuid: t.String() });
-const DocumentParams = t.Object({ projectId: t.String(), versionUuid: t.String(), "*": t.String() }, Loose);
 const ConversationParams = t.Object({ conversationUuid: t.String() });
 const NameBody = t.Object({ name: t.String() }, Loose);
 const PathBody = t.Object({ path: t.String(), prompt: t.Optional(t.String()), force: t.Optional(t.Boolean()) }, Loose);
@@ -201,16 +200,14 @@ export const gatewayModule = (ctx: Context) => {
       params: VersionParams,
       body: LogRequest,
     })
-    .get("/projects/:projectId/versions/:versionUuid/documents/*", ({ principal, params }) => prompts.get(principal.organizationId, params.projectId, params.versionUuid, params["*"]), {
-      params: DocumentParams,
-    })
+    // The document path is the wildcard: it may hold slashes.
+    .get("/projects/:projectId/versions/:versionUuid/documents/*", ({ principal, params }) => prompts.get(principal.organizationId, params.projectId, params.versionUuid, params["*"]))
     .delete(
       "/projects/:projectId/versions/:versionUuid/documents/*",
       async ({ principal, params }) => {
         await prompts.remove(principal.organizationId, params.projectId, params.versionUuid, params["*"]);
         return { deleted: true };
       },
-      { params: DocumentParams },
     )
     .get("/conversations/:conversationUuid", ({ principal, params }) => conversations.get(principal, params.conversationUuid), { params: ConversationParams })
     .post(

@@ -17,6 +17,8 @@ export interface RunEvent {
 const RUN_CHANNEL = "gateway_run_events";
 const STOP_CHANNEL = "gateway_run_stop";
 const TOOL_CHANNEL = "gateway_tool_results";
+/** How long a follower of an ended run waits for its terminal event, should that write still be in flight. */
+const endedRunGraceMs = 5_000;
 
 /** Whether an event ends its run: nothing follows it. */
 export const isTerminal = (event: RunEvent) => event.event === "latitude-event" && (event.data.type === "chain-completed" || event.data.type === "chain-error");
@@ -46,12 +48,16 @@ class EventWriter {
     while (this.queue.length) {
       const batch = this.queue.splice(0);
       try {
-        await this.sql`
-          INSERT INTO gateway_run_events (conversation_uuid, seq, event, data)
-          SELECT ${this.conversationUuid}::uuid, seq, event, data
-          FROM unnest(${batch.map((e) => e.id)}::int[], ${batch.map((e) => e.event)}::text[], ${batch.map((e) => e.json)}::text[]) AS batch (seq, event, data)
-          ON CONFLICT DO NOTHING`;
-        await this.sql`SELECT pg_notify(${RUN_CHANNEL}, ${this.conversationUuid})`;
+        // Events matter while a run is followed, not after a crash: no commit waits for the disk.
+        await this.sql.begin(async (tx) => {
+          await tx`SET LOCAL synchronous_commit = off`;
+          await tx`
+            INSERT INTO gateway_run_events (conversation_uuid, seq, event, data)
+            SELECT ${this.conversationUuid}::uuid, seq, event, data
+            FROM unnest(${batch.map((e) => e.id)}::int[], ${batch.map((e) => e.event)}::text[], ${batch.map((e) => e.json)}::text[]) AS batch (seq, event, data)
+            ON CONFLICT DO NOTHING`;
+          await tx`SELECT pg_notify(${RUN_CHANNEL}, ${this.conversationUuid})`;
+        });
       } catch (error) {
         this.log.error("storing gateway run events failed", { conversationUuid: this.conversationUuid, error: error as Error });
       }
@@ -117,6 +123,7 @@ export class RunEventBus {
     listeners.add(notify);
     signal.addEventListener("abort", notify);
     let last = -1;
+    let endedAt: number | null = null;
     try {
       while (!signal.aborted) {
         if (!pending) {
@@ -135,9 +142,16 @@ export class RunEventBus {
           if (isTerminal(event)) return;
         }
         if (!events.length && !(await isActive())) {
-          const late = await this.eventsAfter(conversationUuid, last);
-          for (const event of late) yield event;
-          return;
+          // The run ended; its last events may still be on their way (they are written after its answer).
+          endedAt ??= Date.now();
+          if (Date.now() - endedAt > endedRunGraceMs) return;
+          pending = false;
+          await new Promise<void>((resolve) => {
+            wake = resolve;
+            setTimeout(resolve, 50);
+          });
+          wake = null;
+          pending = true;
         }
       }
     } finally {

@@ -40,14 +40,29 @@ function checkPath(path: unknown): string {
   return clean;
 }
 
-/** PromptL compile metadata: the config, the parameters and the first error. */
-export async function compileMetadata(content: string) {
-  const metadata = await scan({ prompt: content });
-  return {
-    config: metadata.config as Record<string, unknown>,
-    parameters: [...metadata.parameters],
-    errors: metadata.errors.map((error) => ({ message: error.message, code: error.code, start: error.start, end: error.end })),
-  };
+export interface CompileMetadata {
+  config: Record<string, unknown>;
+  parameters: string[];
+  errors: { message: string; code: string; start?: unknown; end?: unknown }[];
+}
+
+const compiled = new Map<string, Promise<CompileMetadata>>();
+const compiledLimit = 1_000;
+
+/** PromptL compile metadata (config, parameters, errors), kept per content: scanning costs milliseconds. */
+export function compileMetadata(content: string): Promise<CompileMetadata> {
+  const key = sha256Hex(content);
+  let metadata = compiled.get(key);
+  if (!metadata) {
+    metadata = scan({ prompt: content }).then((scanned) => ({
+      config: scanned.config as Record<string, unknown>,
+      parameters: [...scanned.parameters],
+      errors: scanned.errors.map((error) => ({ message: error.message, code: error.code, start: error.start, end: error.end })),
+    }));
+    if (compiled.size >= compiledLimit) compiled.delete(compiled.keys().next().value!);
+    compiled.set(key, metadata);
+  }
+  return metadata;
 }
 
 export const compileError = (path: string, errors: { message: string }[], status = 400) =>

@@ -83,6 +83,8 @@ export class ActiveRun {
   readonly controller = new AbortController();
   /** Resolves with the final body or a GatewayError, never rejects. */
   result!: Promise<FinalBody | GatewayError>;
+  /** Resolves once the run's events are all stored as well. */
+  settled!: Promise<void>;
   conversation: PromptlMessage[] = [];
 
   constructor(
@@ -227,7 +229,7 @@ export class RunsService {
     const [row] = await this.ctx.sql<ConversationRow[]>`
       UPDATE gateway_conversations SET status = 'running', updated_at = now() WHERE uuid = ${conversationUuid} AND status = 'queued' RETURNING *`;
     if (!row?.request) return;
-    await this.begin(row, row.request).result;
+    await this.begin(row, row.request).settled;
   }
 
   /** Stops a run in progress, in whichever process runs it; 404 when none is. */
@@ -270,9 +272,10 @@ export class RunsService {
       } finally {
         unregister();
         this.active.delete(row.uuid);
-        await writer.flushed();
       }
     })();
+    // Stored events serve followers; the run's own answer does not wait for them.
+    run.settled = run.result.then(() => writer.flushed());
     return run;
   }
 

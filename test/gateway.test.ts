@@ -322,14 +322,24 @@ describe("annotate and rate limits", () => {
   test("a Hobby key gets 429 with Retry-After past 10 requests a second, counted across processes", async () => {
     const { account } = await bootstrapAccount(vigil.url);
     const key = account.apiKey;
-    const responses = await Promise.all(Array.from({ length: 24 }, (_, i) => api(i % 2 ? second : vigil, "/projects", { key })));
+    // Bursts alternating between the two processes until one is refused; the windows are counted, not timed.
+    const responses: Response[] = [];
+    for (let burst = 0; burst < 5 && !responses.some((r) => r.status === 429); burst++) {
+      responses.push(...(await Promise.all(Array.from({ length: 24 }, (_, i) => api(i % 2 ? second : vigil, "/projects", { key })))));
+    }
     const limited = responses.filter((r) => r.status === 429);
-    expect(responses.filter((r) => r.status === 200).length).toBeLessThanOrEqual(20);
-    expect(limited.length).toBeGreaterThanOrEqual(4);
+    expect(limited.length).toBeGreaterThan(0);
+    const allowedByWindow = new Map<string, number>();
+    for (const r of responses.filter((r) => r.status === 200)) {
+      const window = r.headers.get("x-ratelimit-reset")!;
+      allowedByWindow.set(window, (allowedByWindow.get(window) ?? 0) + 1);
+    }
+    expect(Math.max(...allowedByWindow.values())).toBeLessThanOrEqual(10);
+    // The refused request's window had let exactly the plan's 10 through, from both processes together.
+    expect(allowedByWindow.get(limited[0]!.headers.get("x-ratelimit-reset")!)).toBe(10);
     expect(limited[0]!.headers.get("retry-after")).toBe("1");
     expect(limited[0]!.headers.get("x-ratelimit-limit")).toBe("10");
     expect(limited[0]!.headers.get("x-ratelimit-remaining")).toBe("0");
-    expect(Number(limited[0]!.headers.get("x-ratelimit-reset"))).toBeGreaterThan(Date.now() / 1000 - 1);
     expect(await limited[0]!.json()).toMatchObject({ name: "RateLimitError" });
   });
 });

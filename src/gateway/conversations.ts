@@ -26,13 +26,13 @@ export class ConversationsService {
   ) {}
 
   async get(principal: Principal, conversationUuid: string) {
+    await this.runs.finished(conversationUuid);
     const row = await this.runs.conversation(principal.organizationId, conversationUuid);
     return { uuid: row.uuid, conversation: row.messages, source: { documentUuid: row.document_uuid, commitUuid: row.version_uuid } };
   }
 
   /** Records a run made elsewhere as a finished conversation and its trace, without calling a provider. */
   async log(principal: Principal, projectId: string, versionUuid: string, body: { path: string; messages: unknown; response?: string }) {
-    if (!principal.apiKeyId) throw badRequest("Logs are recorded with an API key");
     const version = await this.versions.resolve(this.ctx.sql, principal.organizationId, projectId, versionUuid);
     const document = await this.prompts.find(this.ctx.sql, version, String(body.path ?? ""));
     let input: PromptlMessage[];
@@ -54,7 +54,7 @@ export class ConversationsService {
     const promptSpan = newSpanId();
     const completionSpan = newSpanId();
     const model = String(config.model ?? "");
-    await recordRunTrace(this.ctx.ingest, { organizationId: principal.organizationId, apiKeyId: principal.apiKeyId }, {
+    await recordRunTrace(this.ctx.ingest, { organizationId: principal.organizationId, apiKeyId: principal.apiKeyId ?? "" }, {
       traceId,
       rootSpanId: promptSpan,
       startNs: now,
@@ -98,6 +98,7 @@ export class ConversationsService {
   async annotate(principal: Principal, conversationUuid: string, evaluationUuid: string, body: AnnotateBody) {
     if (typeof body.score !== "number" || !Number.isFinite(body.score) || body.score < 0) throw badRequest("score: must be a number of at least 0");
     if (evaluationUuid.length > 128) throw badRequest("evaluationUuid: at most 128 characters");
+    await this.runs.finished(conversationUuid);
     const row = await this.runs.conversation(principal.organizationId, conversationUuid);
     await this.runs.traceWritten(row.uuid);
     let trace = await findScoredTrace(this.ctx.ch, row.organization_id, row.project_id, row.trace_id);

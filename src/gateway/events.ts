@@ -31,6 +31,8 @@ class EventWriter {
   constructor(
     private sql: Sql,
     private conversationUuid: string,
+    /** The conversation row's insert: events reference it. */
+    private ready: Promise<void>,
     private log: Logger,
   ) {}
 
@@ -45,6 +47,7 @@ class EventWriter {
   }
 
   private async drain() {
+    await this.ready.catch(() => {});
     while (this.queue.length) {
       const batch = this.queue.splice(0);
       try {
@@ -96,8 +99,8 @@ export class RunEventBus {
     for (const unlisten of this.unlisten.splice(0)) await unlisten().catch(() => {});
   }
 
-  writer(conversationUuid: string) {
-    return new EventWriter(this.sql, conversationUuid, this.log);
+  writer(conversationUuid: string, ready: Promise<void>) {
+    return new EventWriter(this.sql, conversationUuid, ready, this.log);
   }
 
   /** Stored events of a run after `afterId`, in order. */

@@ -231,9 +231,10 @@ export const gatewayModule = (ctx: Context) => {
           const error = last.data.error as { name: string; errorCode: string; message: string };
           throw new GatewayError(422, error.name, error.errorCode, error.message);
         }
-        const row = await runs.conversation(principal.organizationId, params.conversationUuid);
-        if (!row.final_event) throw new GatewayError(422, "DocumentRunError", "unknown_error", "The run ended without a response");
-        return row.final_event;
+        if (last?.data.type !== "chain-completed") throw new GatewayError(422, "DocumentRunError", "unknown_error", "The run ended without a response");
+        // The final body, as the run's own caller received it.
+        const { uuid, messages, response, source } = last.data;
+        return { uuid, conversation: messages, response, source };
       },
       { params: ConversationParams, body: AttachRequest },
     )

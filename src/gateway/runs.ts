@@ -159,6 +159,8 @@ const numberOr = (value: unknown) => (typeof value === "number" ? value : undefi
 
 export class RunsService {
   private active = new Map<string, ActiveRun>();
+  /** Runs that answered and are storing how they ended. */
+  private finishing = new Map<string, Promise<void>>();
   /** Trace writes still in flight, so an annotation right after a run finds its trace. */
   readonly pendingTraces = new Map<string, Promise<void>>();
 
@@ -186,17 +188,34 @@ export class RunsService {
     }
     if (typeof body.userMessage === "string" && body.userMessage) messages.push({ role: "user", content: [{ type: "text", text: body.userMessage }] });
     const plan: RunPlan = { kind: "run", content: document.content, parameters: body.parameters ?? {}, messages, clientTools };
-    const [row] = await this.ctx.sql<ConversationRow[]>`
+    const row: ConversationRow = {
+      uuid: crypto.randomUUID(),
+      organization_id: principal.organizationId,
+      project_id: version.project.id,
+      version_uuid: version.uuid,
+      document_uuid: document.document_uuid,
+      path: document.path,
+      api_key_id: principal.apiKeyId,
+      custom_identifier: body.customIdentifier ?? null,
+      trace_id: newTraceId(),
+      config: metadata.config,
+      messages: [],
+      request: body.background ? plan : null,
+      status: body.background ? "queued" : "running",
+      final_event: null,
+    };
+    const stored = this.ctx.sql`
       INSERT INTO gateway_conversations (uuid, organization_id, project_id, version_uuid, document_uuid, path, api_key_id, custom_identifier, trace_id, config, request, status)
-      VALUES (${crypto.randomUUID()}, ${principal.organizationId}, ${version.project.id}, ${version.uuid}, ${document.document_uuid}, ${document.path},
-        ${principal.apiKeyId}, ${body.customIdentifier ?? null}, ${newTraceId()}, ${this.ctx.sql.json(metadata.config as never)},
-        ${body.background ? this.ctx.sql.json(plan as never) : null}, ${body.background ? "queued" : "running"})
-      RETURNING *`;
+      VALUES (${row.uuid}, ${row.organization_id}, ${row.project_id}, ${row.version_uuid}, ${row.document_uuid}, ${row.path}, ${row.api_key_id},
+        ${row.custom_identifier}, ${row.trace_id}, ${this.ctx.sql.json(row.config as never)}, ${row.request ? this.ctx.sql.json(row.request as never) : null}, ${row.status})`.then(() => {});
     if (body.background) {
-      await this.ctx.boss.send(BACKGROUND_QUEUE, { uuid: row!.uuid });
-      return { background: true, uuid: row!.uuid };
+      await stored;
+      await this.ctx.boss.send(BACKGROUND_QUEUE, { uuid: row.uuid });
+      return { background: true, uuid: row.uuid };
     }
-    return { background: false, run: this.begin(row!, plan) };
+    // The provider call starts while the conversation is being stored: the run does not wait for the commit.
+    stored.catch((error) => this.ctx.log.error("storing a gateway conversation failed", { conversationUuid: row.uuid, error: error as Error }));
+    return { background: false, run: this.begin(row, plan, stored) };
   }
 
   /** Continues a conversation with new messages. */
@@ -207,6 +226,7 @@ export class RunsService {
     } catch (error) {
       throw badRequest((error as Error).message);
     }
+    await this.finished(conversationUuid);
     const existing = await this.conversation(principal.organizationId, conversationUuid);
     const [row] = await this.ctx.sql<ConversationRow[]>`
       UPDATE gateway_conversations SET status = 'running', trace_id = ${newTraceId()}, final_event = NULL, updated_at = now()
@@ -214,7 +234,12 @@ export class RunsService {
     if (!row) throw conflict("The conversation has a run in progress");
     await this.ctx.sql`DELETE FROM gateway_run_events WHERE conversation_uuid = ${row.uuid}`;
     const plan: RunPlan = { kind: "chat", content: "", parameters: {}, messages: [...row.messages, ...messages], clientTools: this.clientTools(body) };
-    return this.begin(row, plan);
+    return this.begin(row, plan, Promise.resolve());
+  }
+
+  /** Waits until a run of this process that just answered has stored its conversation. */
+  async finished(conversationUuid: string): Promise<void> {
+    await this.finishing.get(conversationUuid);
   }
 
   async conversation(organizationId: string, conversationUuid: string): Promise<ConversationRow> {
@@ -229,7 +254,7 @@ export class RunsService {
     const [row] = await this.ctx.sql<ConversationRow[]>`
       UPDATE gateway_conversations SET status = 'running', updated_at = now() WHERE uuid = ${conversationUuid} AND status = 'queued' RETURNING *`;
     if (!row?.request) return;
-    await this.begin(row, row.request).settled;
+    await this.begin(row, row.request, Promise.resolve()).settled;
   }
 
   /** Stops a run in progress, in whichever process runs it; 404 when none is. */
@@ -261,25 +286,25 @@ export class RunsService {
     return body.tools as string[];
   }
 
-  private begin(row: ConversationRow, plan: RunPlan): ActiveRun {
-    const writer = this.bus.writer(row.uuid);
+  private begin(row: ConversationRow, plan: RunPlan, stored: Promise<void>): ActiveRun {
+    const writer = this.bus.writer(row.uuid, stored);
     const run = new ActiveRun(row, (event) => writer.push(event));
     this.active.set(row.uuid, run);
     const unregister = this.bus.onStop(row.uuid, () => run.controller.abort(new Error("stopped")));
     run.result = (async () => {
       try {
-        return await this.execute(run, plan);
+        return await this.execute(run, plan, stored);
       } finally {
         unregister();
         this.active.delete(row.uuid);
       }
     })();
     // Stored events serve followers; the run's own answer does not wait for them.
-    run.settled = run.result.then(() => writer.flushed());
+    run.settled = run.result.then(() => Promise.all([writer.flushed(), this.finishing.get(row.uuid)])).then(() => {});
     return run;
   }
 
-  private async execute(run: ActiveRun, plan: RunPlan): Promise<FinalBody | GatewayError> {
+  private async execute(run: ActiveRun, plan: RunPlan, stored: Promise<void>): Promise<FinalBody | GatewayError> {
     const row = run.row;
     const startNs = nowNs();
     const completions: CompletionSpan[] = [];
@@ -340,22 +365,34 @@ export class RunsService {
       const pendingCalls = response.toolCalls.filter((call) => !plan.clientTools.includes(call.name));
       if (pendingCalls.length) run.latitude("tools-requested", { tools: pendingCalls });
       const final: FinalBody = { uuid: run.uuid, conversation: run.conversation, response, source: run.source };
-      await this.ctx.sql`
-        UPDATE gateway_conversations SET status = 'finished', messages = ${this.ctx.sql.json(run.conversation as never)}, final_event = ${this.ctx.sql.json(final as never)}, updated_at = now()
-        WHERE uuid = ${run.uuid}`;
       run.latitude("chain-completed", { response, toolCalls: response.toolCalls, tokenUsage: total, finishReason: completions.at(-1)?.finishReason ?? "stop" });
+      this.finish(run, stored, "finished", final);
       return final;
     } catch (error) {
       failure = classify(error, signal);
-      await this.ctx.sql`
-        UPDATE gateway_conversations SET status = ${failure.errorCode === "abort_error" ? "stopped" : "failed"},
-          messages = ${this.ctx.sql.json(run.conversation as never)}, updated_at = now()
-        WHERE uuid = ${run.uuid}`.catch((dbError) => this.ctx.log.error("recording a failed run failed", { error: dbError as Error }));
       run.latitude("chain-error", { error: failure.body() });
+      this.finish(run, stored, failure.errorCode === "abort_error" ? "stopped" : "failed", null);
       return failure;
     } finally {
       this.trace(run, plan, { startNs, completions, tools, input: inputMessages, error: failure?.message ?? null });
     }
+  }
+
+  /**
+   * Stores how the run ended, after its answer went out; chats and reads in this process wait for it
+   * (`finished`), other processes see the run active until then.
+   */
+  private finish(run: ActiveRun, stored: Promise<void>, status: "finished" | "failed" | "stopped", final: FinalBody | null) {
+    const done = stored
+      .then(async () => {
+        await this.ctx.sql`
+          UPDATE gateway_conversations SET status = ${status}, messages = ${this.ctx.sql.json(run.conversation as never)},
+            final_event = ${final ? this.ctx.sql.json(final as never) : null}, updated_at = now()
+          WHERE uuid = ${run.uuid}`;
+      })
+      .catch((error) => this.ctx.log.error("recording the end of a gateway run failed", { conversationUuid: run.uuid, error: error as Error }))
+      .finally(() => this.finishing.delete(run.uuid));
+    this.finishing.set(run.uuid, done);
   }
 
   /** One provider call through the AI SDK, its stream forwarded as provider events. */
@@ -465,7 +502,6 @@ export class RunsService {
   /** Records the run's trace in the background; `pendingTraces` lets readers wait for it. */
   private trace(run: ActiveRun, plan: RunPlan, parts: Pick<RunTraceRecord, "startNs" | "completions" | "tools" | "input" | "error">) {
     const row = run.row;
-    if (!row.api_key_id) return;
     const record: RunTraceRecord = {
       ...parts,
       traceId: row.trace_id,
@@ -480,7 +516,7 @@ export class RunsService {
       operation: plan.kind,
       output: run.conversation.slice(parts.input.length + (plan.kind === "chat" ? row.messages.length : 0)),
     };
-    const pending = recordRunTrace(this.ctx.ingest, { organizationId: row.organization_id, apiKeyId: row.api_key_id }, record)
+    const pending = recordRunTrace(this.ctx.ingest, { organizationId: row.organization_id, apiKeyId: row.api_key_id ?? "" }, record)
       .catch((error) => this.ctx.log.error("recording a gateway run's trace failed", { conversationUuid: row.uuid, error: error as Error }))
       .finally(() => this.pendingTraces.delete(row.uuid));
     this.pendingTraces.set(row.uuid, pending);

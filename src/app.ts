@@ -11,6 +11,8 @@ import { apiKeysModule } from "./modules/api-keys";
 import { emailConfirmationsModule } from "./modules/email-confirmations";
 import { healthModule } from "./modules/health";
 import { ingestModule } from "./ingest";
+import { gatewayModule } from "./gateway";
+import { gatewayErrorBody, isGatewayPath } from "./gateway/errors";
 import { projectsModule } from "./modules/projects";
 import { scoresModule } from "./modules/scores";
 import { tracesModule } from "./modules/traces";
@@ -77,6 +79,7 @@ export function createApp(ctx: Context) {
       }
       set.status = reply.status;
       Object.assign(set.headers, reply.headers);
+      if (isGatewayPath(new URL(request.url).pathname)) return gatewayErrorBody(reply.status, reply.message, error);
       return { error: reply.message };
     })
     .onAfterResponse(({ request, set }) => {
@@ -116,6 +119,7 @@ export function createApp(ctx: Context) {
     .use(oauthKeysModule(ctx))
     .use(webModule(ctx, people))
     .use(oauthModule(ctx, people))
+    .use(gatewayModule(ctx))
     .use(mcpModule(ctx, (request) => api.handle(request)));
   api.handle = (request) => app.handle(request);
   nameOperations(app.routes);

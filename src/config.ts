@@ -1,6 +1,7 @@
 import { accessSync, constants, mkdirSync } from "node:fs";
 import { BlockList, isIP } from "node:net";
 import { resolve } from "node:path";
+import { providerEnv, type ProviderEnv } from "./gateway/providers";
 import { addAddressRange } from "./lib/net";
 
 export interface Config {
@@ -53,7 +54,8 @@ export interface Config {
   apiMaxBodyBytes: number;
   /** Limits of every ClickHouse read (READ_TIMEOUT_SECONDS, READ_MAX_MEMORY_BYTES, READ_CONCURRENCY_PER_ORGANIZATION). */
   reads: { timeoutSeconds: number; maxMemoryBytes: number; concurrencyPerOrganization: number | null };
-  provider: { baseUrl: string; apiKey: string | null; model: string } | null;
+  /** AI provider variables for the prompt gateway (see src/gateway/providers.ts). */
+  providers: ProviderEnv;
 }
 
 export class ConfigError extends Error {}
@@ -137,6 +139,13 @@ function addressRangesVar(env: Env, name: string): BlockList | null {
   return ranges;
 }
 
+/** The AI provider variables, each `*_BASE_URL` checked to be an http(s) URL. */
+function providersVar(env: Env): ProviderEnv {
+  const providers = providerEnv(env);
+  for (const name of Object.keys(providers)) if (name.endsWith("_BASE_URL")) providers[name] = urlVar(env, name, ["http:", "https:"])!;
+  return providers;
+}
+
 /** Reads and validates the environment; throws ConfigError naming the first bad variable. */
 export function loadConfig(env: Env = process.env): Config {
   const port = intVar(env, "PORT", 3000, 0, 65535);
@@ -144,7 +153,6 @@ export function loadConfig(env: Env = process.env): Config {
   const dataDir = writableDirectory("DATA_DIR", env.DATA_DIR || "./data");
   const configuredPublicUrl = urlVar(env, "PUBLIC_URL", ["http:", "https:"]);
   const embeddingsUrl = urlVar(env, "EMBEDDINGS_BASE_URL", ["http:", "https:"]);
-  const providerUrl = urlVar(env, "PROVIDER_BASE_URL", ["http:", "https:"]);
   return {
     port,
     host,
@@ -191,8 +199,6 @@ export function loadConfig(env: Env = process.env): Config {
       maxMemoryBytes: intVar(env, "READ_MAX_MEMORY_BYTES", 2 ** 30, 64 << 20, 2 ** 40),
       concurrencyPerOrganization: env.READ_CONCURRENCY_PER_ORGANIZATION ? intVar(env, "READ_CONCURRENCY_PER_ORGANIZATION", 1, 1, 1000) : null,
     },
-    provider: providerUrl
-      ? { baseUrl: providerUrl, apiKey: env.PROVIDER_API_KEY || null, model: env.PROVIDER_MODEL || "gpt-4o-mini" }
-      : null,
+    providers: providersVar(env),
   };
 }

@@ -64,6 +64,13 @@ describe("health and discovery", () => {
         "get /v1/projects/{projectSlug}/traces/{traceId}/spans/{spanId}",
       ],
       scores: ["post /v1/projects/{projectSlug}/scores"],
+      gateway: [
+        "get /api/v3/projects",
+        "post /api/v3/projects/{projectId}/versions/{versionUuid}/documents/run",
+        "post /api/v3/conversations/{conversationUuid}/chat",
+        "post /api/v3/conversations/{conversationUuid}/attach",
+        "post /api/v3/tools/results",
+      ],
       annotations: ["post /v1/projects/{projectSlug}/annotations", "get /v1/projects/{projectSlug}/annotations/{annotationId}", "get /v1/projects/{projectSlug}/traces/{traceId}/annotations"],
     };
     for (const [group, routes] of Object.entries(groups)) {

@@ -113,6 +113,20 @@ export class IngestPipeline {
     return { organizationId: principal.organizationId, apiKeyId: principal.apiKeyId };
   }
 
+  /**
+   * Spans Vigil makes itself (prompt gateway runs) on behalf of an API key: the same decode → map →
+   * redact → price → write path as an export from that key, without the credential round trip.
+   */
+  async exportAs(owner: ExportOwner, body: OtlpBody): Promise<ExportOutcome> {
+    try {
+      this.sink.admit(body.bytes.byteLength);
+    } catch (error) {
+      throw saturated(error);
+    }
+    const projects = new ExportProjects(owner.organizationId, this.policies, (reference) => this.project(owner.organizationId, reference));
+    return this.traces(owner, { authorization: null, project: null, announcedBytes: body.bytes.byteLength }, body, projects);
+  }
+
   private async traces(owner: ExportOwner, request: ExportRequest, body: OtlpBody, projects: ExportProjects): Promise<ExportOutcome> {
     const decoded = decode(body);
     const rejections = decoded.rejected.map((rejected) => rejected.reason);

@@ -3,6 +3,7 @@ import { RateLimiter } from "../lib/rate-limit";
 import { deleteExpiredBootstrapOrganizations } from "./bootstrap-expiry";
 import { scheduleJob } from "./boss";
 import { purgeExpiredPeopleAndOAuth } from "../oauth/purge";
+import { startGatewayWorker } from "../gateway";
 
 /**
  * Everything that runs in the background, in one place. Work lives in pg-boss queues in PostgreSQL,
@@ -14,4 +15,5 @@ export async function startJobs(ctx: Context): Promise<void> {
   await scheduleJob(ctx.boss, "delete-expired-bootstrap-organizations", "* * * * *", () => deleteExpiredBootstrapOrganizations(ctx), ctx.log);
   await scheduleJob(ctx.boss, "purge-expired-rate-limits", "*/10 * * * *", () => limiter.purgeExpired(), ctx.log);
   await scheduleJob(ctx.boss, "purge-expired-sign-in-and-oauth", "*/10 * * * *", () => purgeExpiredPeopleAndOAuth(ctx.sql), ctx.log);
+  await startGatewayWorker(ctx);
 }

@@ -10,6 +10,7 @@ import { healthModule } from "./modules/health";
 import { ingestModule } from "./ingest";
 import { projectsModule } from "./modules/projects";
 import { scoresModule } from "./modules/scores";
+import { signalsModule } from "./modules/signals";
 import { tracesModule } from "./modules/traces";
 
 function validationMessage(error: ValidationError): string {
@@ -90,7 +91,8 @@ export function createApp(ctx: Context) {
     .use(apiKeysModule(ctx))
     .use(scoresModule(ctx))
     .use(annotationsModule(ctx))
-    .use(tracesModule(ctx));
+    .use(tracesModule(ctx))
+    .use(signalsModule(ctx));
 }
 
 export type App = ReturnType<typeof createApp>;

@@ -38,6 +38,12 @@ export interface Config {
   };
   embeddings: { baseUrl: string; apiKey: string | null; model: string } | null;
   provider: { baseUrl: string; apiKey: string | null; model: string } | null;
+  signals: {
+    /** Seconds without new spans after which a trace counts as finished for flaggers and custom signals. */
+    traceQuietSeconds: number;
+    /** Model of the provider for the signal judge and names; PROVIDER_MODEL when unset. */
+    judgeModel: string | null;
+  };
 }
 
 export class ConfigError extends Error {}
@@ -165,5 +171,9 @@ export function loadConfig(env: Env = process.env): Config {
     provider: providerUrl
       ? { baseUrl: providerUrl, apiKey: env.PROVIDER_API_KEY || null, model: env.PROVIDER_MODEL || "gpt-4o-mini" }
       : null,
+    signals: {
+      traceQuietSeconds: intVar(env, "TRACE_QUIET_SECONDS", 90, 0, 86_400),
+      judgeModel: env.SIGNALS_JUDGE_MODEL || null,
+    },
   };
 }

@@ -239,7 +239,10 @@ export class TraceDetectors {
           sum(tokens_cache_read) AS cache_read, sum(tokens_cache_create) AS cache_create, sum(cost_total_microcents) AS cost,
           dateDiff('millisecond', min(start_time), max(end_time)) AS duration
         FROM ${this.ctx.ch.database}.traces
-        WHERE organization_id = {organizationId:String} AND project_id = {projectId:String} AND session_id = {sessionId:String}
+        WHERE organization_id = {organizationId:String} AND project_id = {projectId:String}
+          -- A trace's roll-up rows are merged at read time; only some of them carry its session id.
+          AND trace_id IN (SELECT trace_id FROM ${this.ctx.ch.database}.traces
+            WHERE organization_id = {organizationId:String} AND project_id = {projectId:String} AND session_id = {sessionId:String})
         GROUP BY trace_id`,
       query_params: { organizationId: facts.organizationId, projectId: facts.projectId, sessionId: facts.trace.sessionId },
       format: "JSONEachRow",

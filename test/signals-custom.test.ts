@@ -23,7 +23,11 @@ let tenant: { organizationId: string; projectId: string };
 let detectors: TraceDetectors;
 
 beforeAll(async () => {
-  provider = startFakeProvider((prompt) => ({ failed: prompt.includes("could not find order"), reason: "quoted: could not find order" }));
+  provider = startFakeProvider((prompt) =>
+    prompt.includes("You name a recurring failure")
+      ? { name: "Orders not found", description: "The agent cannot find the customer's orders." }
+      : { failed: prompt.includes("could not find order"), reason: "quoted: could not find order" },
+  );
   vigil = await startTestVigil({ PROVIDER_BASE_URL: provider.url });
   const created = await bootstrapAccount(vigil.url);
   client = created.client;
@@ -159,6 +163,16 @@ describe("custom signals", () => {
     await signalsRuntime(vigil.ctx).discovery.drain();
     expect((await client.signals.get(slug, keep.slug)).states).toContain("regressed");
     expect((await client.signals.get(slug, stop.slug)).states).toEqual(["resolved"]);
+  });
+});
+
+describe("names", () => {
+  test("a discovered signal is named by the configured provider through the AI SDK", async () => {
+    const { traceId } = await insertScoredTrace(vigil.ctx, { ...tenant });
+    await client.annotations.create(slug, { value: 0, passed: false, feedback: "it never finds my order number 5531", trace: { by: "id", id: traceId } } as never);
+    await signalsRuntime(vigil.ctx).discovery.drain();
+    const found = (await client.signals.list(slug, { query: "orders" })).items;
+    expect(found.map((signal) => [signal.name, signal.description, signal.source])).toEqual([["Orders not found", "The agent cannot find the customer's orders.", "annotation"]]);
   });
 });
 

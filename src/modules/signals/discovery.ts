@@ -16,7 +16,6 @@ export const discovery = {
   renameAfterMs: 8 * 3_600_000,
 };
 
-const batchSize = 500;
 
 /** 2^(-age/half-life): what a contribution made `ageMs` ago still weighs in a centroid. */
 export const decay = (ageMs: number) => Math.pow(2, -Math.max(0, ageMs) / discovery.halfLifeMs);
@@ -95,6 +94,7 @@ export class SignalDiscovery {
     private embedder: FeedbackEmbedder,
     private model: LanguageModel | null,
     private log: Logger,
+    private batchSize = 500,
   ) {}
 
   /** Processes every pending event and retraction; resolves to how many were handled. */
@@ -105,7 +105,7 @@ export class SignalDiscovery {
       const linked = await this.linkBatch();
       total += retracted + linked.handled;
       if (linked.created.length) await this.nameNewSignals(linked.created);
-      if (retracted < batchSize && linked.handled < batchSize) return total;
+      if (retracted < this.batchSize && linked.handled < this.batchSize) return total;
     }
   }
 
@@ -115,7 +115,7 @@ export class SignalDiscovery {
       const events = await tx<{ id: string; score_id: string }[]>`
         SELECT id, score_id FROM failed_score_events
         WHERE retracted_at IS NOT NULL AND unlinked_at IS NULL AND consumed_at IS NOT NULL
-        ORDER BY id LIMIT ${batchSize} FOR UPDATE SKIP LOCKED`;
+        ORDER BY id LIMIT ${this.batchSize} FOR UPDATE SKIP LOCKED`;
       if (events.length === 0) return 0;
       const scoreIds = events.map((event) => event.score_id);
       const members = await tx<{ score_id: string; signal_id: string; weight: number; embedding: number[]; linked_at: Date }[]>`
@@ -154,7 +154,7 @@ export class SignalDiscovery {
           EXISTS (SELECT 1 FROM signal_members m WHERE m.score_id = s.id) AS linked
         FROM failed_score_events e JOIN scores s ON s.id = e.score_id
         WHERE e.consumed_at IS NULL
-        ORDER BY e.id LIMIT ${batchSize}
+        ORDER BY e.id LIMIT ${this.batchSize}
         FOR UPDATE OF e, s SKIP LOCKED`;
       if (events.length === 0) return { handled: 0, created: [] };
       const eligible = events.filter(

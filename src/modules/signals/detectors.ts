@@ -13,7 +13,7 @@ import { judge, signalsLanguageModel } from "./llm";
 import type { EvaluationSettings } from "./model";
 import { ruleMatches, type SessionMetrics } from "./rules";
 import { signalsRuntime } from "./runtime";
-import { loadTraceFacts, transcript, type TraceFacts, type TraceMetrics } from "./trace-facts";
+import { loadTracesFacts, transcript, type TraceFacts, type TraceMetrics } from "./trace-facts";
 
 /** Share of no-match traces a flagger sends to the judge, in percent (SIGNALS.md default). */
 export const flaggerSamplingPercent = 10;
@@ -74,11 +74,12 @@ export class TraceDetectors {
         format: "JSONEachRow",
       });
       const traces = await result.json<{ organization_id: string; project_id: string; trace_id: string; last: string }>();
-      for (const trace of traces) {
+      const byProject = Map.groupBy(traces, (trace) => `${trace.organization_id}\u0000${trace.project_id}`);
+      for (const group of byProject.values()) {
         try {
-          await this.runTrace(trace.organization_id, trace.project_id, trace.trace_id);
+          await this.runTraces(group[0]!.organization_id, group[0]!.project_id, group.map((trace) => trace.trace_id));
         } catch (error) {
-          this.ctx.log.warn("trace detectors failed", { traceId: trace.trace_id, error: error as Error });
+          this.ctx.log.warn("trace detectors failed", { projectId: group[0]!.project_id, error: error as Error });
         }
       }
       const until = traces.length === traceBatch ? new Date(`${traces.at(-1)!.last.replace(" ", "T")}Z`) : cutoff;
@@ -87,8 +88,12 @@ export class TraceDetectors {
     });
   }
 
-  /** Every enabled flagger and active evaluation of the trace's project, on this trace. */
-  async runTrace(organizationId: string, projectId: string, traceId: string): Promise<void> {
+  runTrace(organizationId: string, projectId: string, traceId: string): Promise<void> {
+    return this.runTraces(organizationId, projectId, [traceId]);
+  }
+
+  /** Every enabled flagger and active evaluation of the project, on each of these traces. */
+  async runTraces(organizationId: string, projectId: string, traceIds: string[]): Promise<void> {
     const [project] = await this.ctx.sql<{ flaggers: Record<string, boolean> }[]>`
       SELECT flaggers FROM projects WHERE id = ${projectId} AND organization_id = ${organizationId} AND deleted_at IS NULL`;
     if (!project) return;
@@ -97,11 +102,11 @@ export class TraceDetectors {
       WHERE project_id = ${projectId} AND archived_at IS NULL AND deleted_at IS NULL AND sampling > 0`;
     const enabled = flaggerSlugs.filter((slug) => project.flaggers[slug] !== false);
     if (enabled.length === 0 && evaluations.length === 0) return;
-    const facts = await loadTraceFacts(this.ctx.ch, organizationId, projectId, traceId);
-    if (!facts) return;
-    const results = runFlaggers(facts, enabled);
-    for (const slug of enabled) await this.settleFlagger(facts, slug, results.get(slug)!);
-    for (const evaluation of evaluations) await this.runEvaluation(facts, evaluation);
+    for (const facts of await loadTracesFacts(this.ctx.ch, organizationId, projectId, traceIds)) {
+      const results = runFlaggers(facts, enabled);
+      for (const slug of enabled) await this.settleFlagger(facts, slug, results.get(slug)!);
+      for (const evaluation of evaluations) await this.runEvaluation(facts, evaluation);
+    }
   }
 
   private async settleFlagger(facts: TraceFacts, slug: FlaggerSlug, result: FlaggerResult) {

@@ -1,7 +1,8 @@
 import type { ClickHouseStore } from "../../db/clickhouse";
 import type { GenAiMessage } from "../traces/model";
 import { conversationOf } from "../traces/rows";
-import { findScoredTrace, traceSpansWhere, type ScoredTrace } from "../scores/trace-ref";
+import { maxSessionIdLength } from "../scores/model";
+import type { ScoredTrace } from "../scores/trace-ref";
 
 /** A tool call in the conversation, with where it is. */
 export interface ToolCall {
@@ -41,7 +42,8 @@ export interface TraceFacts {
   metrics: TraceMetrics;
 }
 
-interface SpanRow {
+/** The span columns detectors read, as the facts query returns them. */
+export interface SpanRow {
   operation: string;
   status_code: string;
   tool_name: string;
@@ -81,26 +83,66 @@ const parseJson = (text: string): unknown => {
   }
 };
 
-/** Loads a trace's spans once; null when the trace is not stored. */
+/** Loads one trace's facts; null when the trace is not stored. */
 export async function loadTraceFacts(ch: ClickHouseStore, organizationId: string, projectId: string, traceId: string): Promise<TraceFacts | null> {
-  const trace = await findScoredTrace(ch, organizationId, projectId, traceId);
-  if (!trace) return null;
-  const where = traceSpansWhere(organizationId, projectId, trace);
-  const result = await ch.client.query({
+  return (await loadTracesFacts(ch, organizationId, projectId, [traceId]))[0] ?? null;
+}
+
+/**
+ * Facts of several traces of a project in two queries (their roll-ups, then their spans, with message
+ * columns only for each trace's last LLM span), so detectors cost little per trace. Traces not stored
+ * are left out.
+ */
+export async function loadTracesFacts(ch: ClickHouseStore, organizationId: string, projectId: string, traceIds: string[]): Promise<TraceFacts[]> {
+  if (traceIds.length === 0) return [];
+  const rollups = await ch.client.query({
     query: `
-      SELECT span_id, operation, status_code, tool_name, tool_call_id, tool_output, finish_reasons, is_usage_wrapper,
-        toUnixTimestamp64Milli(start_time) AS start_ms, toUnixTimestamp64Milli(end_time) AS end_ms,
-        cost_total_microcents, tokens_input, tokens_output, tokens_cache_read, tokens_cache_create,
-        if(span_id = {lastLlm:String}, system_instructions, '') AS system_instructions,
-        if(span_id = {lastLlm:String}, input_messages, '') AS input_messages,
-        if(span_id = {lastLlm:String}, output_messages, '') AS output_messages
-      FROM ${ch.database}.spans FINAL
-      WHERE ${where.where}
-      ORDER BY start_time`,
-    query_params: { ...where.params, lastLlm: trace.lastLlmSpanId ?? "" },
+      SELECT trace_id, any(session_id) AS session_id, argMaxMerge(last_llm_span_id) AS last_llm_span_id,
+        toString(min(start_time)) AS start_time, toString(max(end_time)) AS end_time
+      FROM ${ch.database}.traces
+      WHERE organization_id = {organizationId:String} AND project_id = {projectId:String} AND trace_id IN {traceIds:Array(String)}
+      GROUP BY trace_id`,
+    query_params: { organizationId, projectId, traceIds },
     format: "JSONEachRow",
   });
-  const spans = await result.json<SpanRow>();
+  const traces = (await rollups.json<{ trace_id: string; session_id: string | null; last_llm_span_id: string; start_time: string; end_time: string }>()).map(
+    (row): ScoredTrace => ({
+      traceId: row.trace_id,
+      sessionId: row.session_id && row.session_id.length <= maxSessionIdLength ? row.session_id : null,
+      lastLlmSpanId: row.last_llm_span_id || null,
+      startTime: row.start_time,
+      endTime: row.end_time,
+    }),
+  );
+  if (traces.length === 0) return [];
+  const result = await ch.client.query({
+    query: `
+      SELECT trace_id, span_id, operation, status_code, tool_name, tool_call_id, tool_output, finish_reasons, is_usage_wrapper,
+        toUnixTimestamp64Milli(start_time) AS start_ms, toUnixTimestamp64Milli(end_time) AS end_ms,
+        cost_total_microcents, tokens_input, tokens_output, tokens_cache_read, tokens_cache_create,
+        if(has({lastLlm:Array(String)}, span_id), system_instructions, '') AS system_instructions,
+        if(has({lastLlm:Array(String)}, span_id), input_messages, '') AS input_messages,
+        if(has({lastLlm:Array(String)}, span_id), output_messages, '') AS output_messages
+      FROM ${ch.database}.spans FINAL
+      WHERE organization_id = {organizationId:String} AND project_id = {projectId:String}
+        AND start_time BETWEEN {from:DateTime64(9, 'UTC')} AND {to:DateTime64(9, 'UTC')} AND trace_id IN {traceIds:Array(String)}
+      ORDER BY start_time`,
+    query_params: {
+      organizationId,
+      projectId,
+      traceIds: traces.map((trace) => trace.traceId),
+      lastLlm: traces.flatMap((trace) => (trace.lastLlmSpanId ? [trace.lastLlmSpanId] : [])),
+      from: traces.map((trace) => trace.startTime).sort()[0],
+      to: traces.map((trace) => trace.endTime).sort().at(-1),
+    },
+    format: "JSONEachRow",
+  });
+  const spans = Map.groupBy(await result.json<SpanRow & { trace_id: string }>(), (span) => span.trace_id);
+  return traces.map((trace) => factsFromSpans(organizationId, projectId, trace, spans.get(trace.traceId) ?? []));
+}
+
+/** Builds a trace's facts from its spans (time order); the last LLM span carries the messages. */
+export function factsFromSpans(organizationId: string, projectId: string, trace: ScoredTrace, spans: SpanRow[]): TraceFacts {
   const last = spans.find((span) => span.span_id === trace.lastLlmSpanId) ?? null;
   const conversation = conversationOf(last);
   const toolCalls: ToolCall[] = [];

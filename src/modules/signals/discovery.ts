@@ -2,7 +2,7 @@ import type { LanguageModel } from "ai";
 import type { Queryable, Sql } from "../../db/postgres";
 import { newId, slugify } from "../../lib/ids";
 import type { Logger } from "../../lib/log";
-import { contentWords, cosine, type FeedbackEmbedder } from "./embedding";
+import { contentWords, type FeedbackEmbedder } from "./embedding";
 import { nameSignal } from "./llm";
 
 /** SIGNALS.md discovery parameters. */
@@ -63,8 +63,10 @@ interface Candidate {
   id: string;
   projectId: string;
   source: string;
-  /** Normalized direction of the centroid, for cosine. */
+  /** The centroid as loaded plus this batch's additions (undecayed: only its direction matters). */
   centroid: Float32Array | null;
+  /** Euclidean norm of `centroid`, kept with it. */
+  norm: number;
   words: Set<string>;
   /** Sum of w·e added in this batch (not decayed: added now). */
   delta: Float32Array | null;
@@ -75,7 +77,18 @@ interface Candidate {
   description: string;
 }
 
-const toPgArray = (vector: ArrayLike<number>) => `{${Array.from(vector, (x) => (Number.isFinite(x) ? x : 0)).join(",")}}`;
+/** float32 vectors are stored as their bytes (bytea). */
+const toBytes = (vector: Float32Array) => Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength);
+const fromBytes = (bytes: Buffer | null): Float32Array | null =>
+  bytes && bytes.byteLength >= 4 ? new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength - (bytes.byteLength % 4))) : null;
+
+function dot(a: ArrayLike<number>, b: ArrayLike<number>) {
+  let sum = 0;
+  for (let i = 0; i < a.length; i++) sum += a[i]! * b[i]!;
+  return sum;
+}
+
+const norm = (vector: ArrayLike<number>) => Math.sqrt(dot(vector, vector));
 
 function addScaled(target: Float32Array, vector: ArrayLike<number>, scale: number) {
   for (let i = 0; i < target.length; i++) target[i]! += vector[i]! * scale;
@@ -118,21 +131,24 @@ export class SignalDiscovery {
         ORDER BY id LIMIT ${this.batchSize} FOR UPDATE SKIP LOCKED`;
       if (events.length === 0) return 0;
       const scoreIds = events.map((event) => event.score_id);
-      const members = await tx<{ score_id: string; signal_id: string; weight: number; embedding: number[]; linked_at: Date }[]>`
+      const members = await tx<{ score_id: string; signal_id: string; weight: number; embedding: Buffer; linked_at: Date }[]>`
         DELETE FROM signal_members WHERE score_id IN ${tx(scoreIds)} RETURNING score_id, signal_id, weight, embedding, linked_at`;
       const bySignal = Map.groupBy(members, (member) => member.signal_id);
       const signals = await lockSignals(tx, [...bySignal.keys()]);
       const now = Date.now();
       for (const signal of signals) {
         const removed = bySignal.get(signal.id)!;
-        const centroid = signal.centroid ? Float32Array.from(signal.centroid) : null;
+        const centroid = fromBytes(signal.centroid);
         if (centroid) {
           const age = decay(now - (signal.centroid_at?.getTime() ?? now));
           for (let i = 0; i < centroid.length; i++) centroid[i]! *= age;
-          for (const member of removed) if (member.embedding.length === centroid.length) addScaled(centroid, member.embedding, -member.weight * decay(now - member.linked_at.getTime()));
+          for (const member of removed) {
+            const embedding = fromBytes(member.embedding);
+            if (embedding?.length === centroid.length) addScaled(centroid, embedding, -member.weight * decay(now - member.linked_at.getTime()));
+          }
         }
         await tx`
-          UPDATE signals SET centroid = ${centroid ? toPgArray(centroid) : null}::real[], centroid_at = now(),
+          UPDATE signals SET centroid = ${centroid ? toBytes(centroid) : null}, centroid_at = now(),
             member_count = greatest(0, member_count - ${removed.length}), updated_at = now()
           WHERE id = ${signal.id}`;
       }
@@ -172,6 +188,7 @@ export class SignalDiscovery {
         // Later scores of the batch compare against the centroid including this one.
         signal.centroid ??= new Float32Array(vector.length);
         addScaled(signal.centroid, vector, weight);
+        signal.norm = norm(signal.centroid);
         signal.members += 1;
         signal.annotated ||= event.source === "annotation";
         links.push({ event, signal, vector, weight });
@@ -183,12 +200,13 @@ export class SignalDiscovery {
       const now = Date.now();
       for (const row of existing) {
         const signal = touched.find((candidate) => candidate.id === row.id)!;
-        const centroid = row.centroid && row.centroid.length === signal.delta!.length ? Float32Array.from(row.centroid) : new Float32Array(signal.delta!.length);
+        const stored = fromBytes(row.centroid);
+        const centroid = stored && stored.length === signal.delta!.length ? stored : new Float32Array(signal.delta!.length);
         const age = decay(now - (row.centroid_at?.getTime() ?? now));
         for (let i = 0; i < centroid.length; i++) centroid[i] = centroid[i]! * age + signal.delta![i]!;
         const added = links.filter((link) => link.signal === signal).length;
         await tx`
-          UPDATE signals SET centroid = ${toPgArray(centroid)}::real[], centroid_at = now(),
+          UPDATE signals SET centroid = ${toBytes(centroid)}, centroid_at = now(),
             member_count = member_count + ${added},
             visible_at = coalesce(visible_at, CASE WHEN ${signal.annotated} OR member_count + ${added} >= ${discovery.visibleAtMembers} THEN now() END),
             regressed_at = CASE WHEN resolved_at IS NOT NULL THEN now() ELSE regressed_at END,
@@ -197,7 +215,7 @@ export class SignalDiscovery {
           WHERE id = ${row.id}`;
       }
       if (links.length) {
-        const members = links.map((link) => ({ score_id: link.event.score_id, signal_id: link.signal.id, weight: link.weight, embedding: Array.from(link.vector) }));
+        const members = links.map((link) => ({ score_id: link.event.score_id, signal_id: link.signal.id, weight: link.weight, embedding: toBytes(link.vector) }));
         await tx`INSERT INTO signal_members ${tx(members, "score_id", "signal_id", "weight", "embedding")}`;
         const scoreIds = links.map((link) => link.event.score_id);
         await tx`
@@ -224,7 +242,8 @@ export class SignalDiscovery {
     let bestScore = -Infinity;
     for (const signal of own) {
       if (signal.source === "custom" || !signal.centroid) continue;
-      const similarity = calibratedSimilarity(this.embedder.mode, cosine(vector, signal.centroid));
+      // Feedback vectors are unit length: the cosine is the dot product over the centroid's norm.
+      const similarity = calibratedSimilarity(this.embedder.mode, signal.norm > 0 && signal.centroid.length === vector.length ? dot(vector, signal.centroid) / signal.norm : 0);
       const hybrid = 0.75 * similarity + 0.25 * textRank(words, signal.words);
       if ((hybrid >= discovery.hybridThreshold || similarity >= discovery.cosineThreshold) && hybrid > bestScore) {
         best = signal;
@@ -239,6 +258,7 @@ export class SignalDiscovery {
       projectId: event.project_id,
       source: flagger ? "flagger" : "annotation",
       centroid: null,
+      norm: 0,
       words: new Set(contentWords(`${named.name} ${named.description}`)),
       delta: null,
       members: 0,
@@ -253,7 +273,7 @@ export class SignalDiscovery {
   private async loadCandidates(tx: Queryable, projectIds: string[]): Promise<Map<string, Candidate[]>> {
     const byProject = new Map<string, Candidate[]>();
     if (projectIds.length === 0) return byProject;
-    const rows = await tx<{ id: string; project_id: string; source: string; name: string; description: string; centroid: number[] | null; member_count: number }[]>`
+    const rows = await tx<{ id: string; project_id: string; source: string; name: string; description: string; centroid: Buffer | null; member_count: number }[]>`
       SELECT id, project_id, source, name, description, centroid, member_count FROM signals
       WHERE project_id IN ${tx(projectIds)} AND deleted_at IS NULL`;
     for (const row of rows) {
@@ -262,7 +282,8 @@ export class SignalDiscovery {
         id: row.id,
         projectId: row.project_id,
         source: row.source,
-        centroid: row.centroid ? Float32Array.from(row.centroid) : null,
+        centroid: fromBytes(row.centroid),
+        norm: row.centroid ? norm(fromBytes(row.centroid) ?? []) : 0,
         words: new Set(contentWords(`${row.name} ${row.description}`)),
         delta: null,
         members: row.member_count,
@@ -312,7 +333,7 @@ export class SignalDiscovery {
 
 async function lockSignals(tx: Queryable, ids: string[]) {
   if (ids.length === 0) return [];
-  return tx<{ id: string; centroid: number[] | null; centroid_at: Date | null }[]>`
+  return tx<{ id: string; centroid: Buffer | null; centroid_at: Date | null }[]>`
     SELECT id, centroid, centroid_at FROM signals WHERE id IN ${tx(ids)} ORDER BY id FOR UPDATE`;
 }
 
@@ -325,5 +346,5 @@ async function insertSignal(tx: Queryable, signal: Candidate, first: ClaimedEven
   await tx`
     INSERT INTO signals (id, organization_id, project_id, slug, name, description, source, visible_at, member_count, centroid, centroid_at)
     VALUES (${signal.id}, ${first.organization_id}, ${signal.projectId}, ${slug}, ${signal.name}, ${signal.description}, ${signal.source},
-      ${visible ? new Date() : null}, ${signal.members}, ${toPgArray(signal.delta!)}::real[], now())`;
+      ${visible ? new Date() : null}, ${signal.members}, ${toBytes(signal.delta!)}, now())`;
 }

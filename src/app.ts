@@ -15,6 +15,7 @@ import { gatewayModule } from "./gateway";
 import { gatewayErrorBody, isGatewayPath } from "./gateway/errors";
 import { projectsModule } from "./modules/projects";
 import { scoresModule } from "./modules/scores";
+import { signalsModule } from "./modules/signals";
 import { tracesModule } from "./modules/traces";
 import { membersModule } from "./modules/members";
 import { oauthKeysModule } from "./modules/oauth-keys";
@@ -120,6 +121,7 @@ export function createApp(ctx: Context) {
     .use(webModule(ctx, people))
     .use(oauthModule(ctx, people))
     .use(gatewayModule(ctx))
+    .use(signalsModule(ctx))
     .use(mcpModule(ctx, (request) => api.handle(request)));
   api.handle = (request) => app.handle(request);
   nameOperations(app.routes);

@@ -56,6 +56,13 @@ export interface Config {
   reads: { timeoutSeconds: number; maxMemoryBytes: number; concurrencyPerOrganization: number | null };
   /** AI provider variables for the prompt gateway (see src/gateway/providers.ts). */
   providers: ProviderEnv;
+  signals: {
+    /** Seconds without new spans after which a trace counts as finished for flaggers and custom signals. */
+    traceQuietSeconds: number;
+    /** Provider (as a prompt names one: openai, anthropic or a custom name) and model of the signal judge and names. */
+    judgeProvider: string;
+    judgeModel: string;
+  };
 }
 
 export class ConfigError extends Error {}
@@ -200,5 +207,10 @@ export function loadConfig(env: Env = process.env): Config {
       concurrencyPerOrganization: env.READ_CONCURRENCY_PER_ORGANIZATION ? intVar(env, "READ_CONCURRENCY_PER_ORGANIZATION", 1, 1, 1000) : null,
     },
     providers: providersVar(env),
+    signals: {
+      traceQuietSeconds: intVar(env, "TRACE_QUIET_SECONDS", 90, 0, 86_400),
+      judgeProvider: env.SIGNALS_JUDGE_PROVIDER || "openai",
+      judgeModel: env.SIGNALS_JUDGE_MODEL || "gpt-4o-mini",
+    },
   };
 }

@@ -4,6 +4,7 @@ import { deleteExpiredBootstrapOrganizations } from "./bootstrap-expiry";
 import { scheduleJob } from "./boss";
 import { purgeExpiredPeopleAndOAuth } from "../oauth/purge";
 import { startGatewayWorker } from "../gateway";
+import { startSignalJobs } from "../modules/signals/jobs";
 
 /**
  * Everything that runs in the background, in one place. Work lives in pg-boss queues in PostgreSQL,
@@ -16,4 +17,5 @@ export async function startJobs(ctx: Context): Promise<void> {
   await scheduleJob(ctx.boss, "purge-expired-rate-limits", "*/10 * * * *", () => limiter.purgeExpired(), ctx.log);
   await scheduleJob(ctx.boss, "purge-expired-sign-in-and-oauth", "*/10 * * * *", () => purgeExpiredPeopleAndOAuth(ctx.sql), ctx.log);
   await startGatewayWorker(ctx);
+  await startSignalJobs(ctx);
 }

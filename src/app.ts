@@ -11,6 +11,7 @@ import { ingestModule } from "./ingest";
 import { projectsModule } from "./modules/projects";
 import { scoresModule } from "./modules/scores";
 import { tracesModule } from "./modules/traces";
+import { searchesModule } from "./modules/searches";
 
 function validationMessage(error: ValidationError): string {
   const first = error.all[0] as ({ path?: string } & Parameters<typeof describeValueError>[0]) | undefined;
@@ -90,7 +91,8 @@ export function createApp(ctx: Context) {
     .use(apiKeysModule(ctx))
     .use(scoresModule(ctx))
     .use(annotationsModule(ctx))
-    .use(tracesModule(ctx));
+    .use(tracesModule(ctx))
+    .use(searchesModule(ctx));
 }
 
 export type App = ReturnType<typeof createApp>;

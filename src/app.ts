@@ -12,6 +12,7 @@ import { projectsModule } from "./modules/projects";
 import { scoresModule } from "./modules/scores";
 import { tracesModule } from "./modules/traces";
 import { searchesModule } from "./modules/searches";
+import { monitorsModule } from "./modules/monitors";
 
 function validationMessage(error: ValidationError): string {
   const first = error.all[0] as ({ path?: string } & Parameters<typeof describeValueError>[0]) | undefined;
@@ -92,7 +93,8 @@ export function createApp(ctx: Context) {
     .use(scoresModule(ctx))
     .use(annotationsModule(ctx))
     .use(tracesModule(ctx))
-    .use(searchesModule(ctx));
+    .use(searchesModule(ctx))
+    .use(monitorsModule(ctx));
 }
 
 export type App = ReturnType<typeof createApp>;

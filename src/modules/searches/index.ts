@@ -5,7 +5,7 @@ import { authGuard } from "../auth";
 import { findProject } from "../projects/service";
 import { ProjectParams } from "../projects/model";
 import { EmbeddingsClient } from "../traces/embeddings";
-import { PaginatedTraces } from "../traces/model";
+import { PaginatedTraces, type ListTracesBody } from "../traces/model";
 import { TraceSearch } from "../traces/search";
 import { TracesService } from "../traces/service";
 import { CreateSavedSearchBody, PaginatedSavedSearches, SavedSearch, SearchParams, SearchTracesQuery, UpdateSavedSearchBody } from "./model";
@@ -64,7 +64,7 @@ export const searchesModule = (ctx: Context) => {
       async ({ principal, params, query }) => {
         const project = await projectOf(principal.organizationId, params.projectSlug);
         const search = await searches.get(project, params.searchSlug);
-        return traces.list(project, { ...query, query: search.query ?? undefined, filters: search.filters });
+        return traces.list(project, { ...(query as Omit<ListTracesBody, "query" | "filters">), query: search.query ?? undefined, filters: search.filters });
       },
       {
         params: SearchParams,

@@ -39,6 +39,7 @@ export const PaginatedSavedSearches = t.Object({ items: t.Array(SavedSearch), ne
 export const SearchTracesQuery = t.Object({
   cursor: t.Optional(t.String()),
   limit: t.Optional(t.Integer({ minimum: 1, maximum: 200 })),
-  sortBy: t.Optional(t.UnionEnum([...sortFields])),
-  sortDirection: t.Optional(t.UnionEnum(["asc", "desc"])),
+  // Plain strings: Elysia would fill an absent enum query parameter with its first value.
+  sortBy: t.Optional(t.String({ pattern: `^(${sortFields.join("|")})$`, description: sortFields.join(", ") })),
+  sortDirection: t.Optional(t.String({ pattern: "^(asc|desc)$" })),
 });

@@ -38,6 +38,14 @@ export interface Config {
   };
   embeddings: { baseUrl: string; apiKey: string | null; model: string } | null;
   provider: { baseUrl: string; apiKey: string | null; model: string } | null;
+  monitors: {
+    /** Seconds between two evaluations of a monitor (MONITOR_INTERVAL_SECONDS); 0 turns scheduled evaluation off. */
+    intervalSeconds: number;
+    /** First retry delay of a failed webhook delivery, doubled on each retry (WEBHOOK_RETRY_DELAY_SECONDS). */
+    webhookRetryDelaySeconds: number;
+    /** Delivery attempts before the webhook is quarantined (WEBHOOK_MAX_ATTEMPTS). */
+    webhookMaxAttempts: number;
+  };
 }
 
 export class ConfigError extends Error {}
@@ -165,5 +173,10 @@ export function loadConfig(env: Env = process.env): Config {
     provider: providerUrl
       ? { baseUrl: providerUrl, apiKey: env.PROVIDER_API_KEY || null, model: env.PROVIDER_MODEL || "gpt-4o-mini" }
       : null,
+    monitors: {
+      intervalSeconds: intVar(env, "MONITOR_INTERVAL_SECONDS", 60, 0, 86_400),
+      webhookRetryDelaySeconds: intVar(env, "WEBHOOK_RETRY_DELAY_SECONDS", 30, 1, 3600),
+      webhookMaxAttempts: intVar(env, "WEBHOOK_MAX_ATTEMPTS", 6, 1, 50),
+    },
   };
 }

@@ -2,6 +2,7 @@ import type { Context } from "../context";
 import { RateLimiter } from "../lib/rate-limit";
 import { deleteExpiredBootstrapOrganizations } from "./bootstrap-expiry";
 import { scheduleJob } from "./boss";
+import { startMonitorJobs } from "./monitors";
 
 /**
  * Everything that runs in the background, in one place. Work lives in pg-boss queues in PostgreSQL,
@@ -12,4 +13,5 @@ export async function startJobs(ctx: Context): Promise<void> {
   const limiter = new RateLimiter(ctx.sql);
   await scheduleJob(ctx.boss, "delete-expired-bootstrap-organizations", "* * * * *", () => deleteExpiredBootstrapOrganizations(ctx), ctx.log);
   await scheduleJob(ctx.boss, "purge-expired-rate-limits", "*/10 * * * *", () => limiter.purgeExpired(), ctx.log);
+  await startMonitorJobs(ctx);
 }

@@ -111,8 +111,8 @@ function sigmaEffective(sigma: number, expected: number, counts: boolean): numbe
 }
 
 /** Reads the series against its baseline: the entry condition and the thresholds it used. */
-export function readSeries(series: number[], historyHours: number, options: DetectorOptions): DetectorReading {
-  const baseline = seasonalBaseline(series, historyHours);
+export function readSeries(series: number[], historyHours: number, options: DetectorOptions, cached?: Baseline): DetectorReading {
+  const baseline = cached ?? seasonalBaseline(series, historyHours);
   const last1 = series[0] ?? 0;
   const last6 = windowPerHour(series, 0, 6);
   const count24 = windowPerHour(series, 0, 24) * 24;
@@ -151,8 +151,16 @@ function isCalm(reading: DetectorReading, options: DetectorOptions): boolean {
  * half of its value at entry, or after both windows stay calm for 30 minutes. A timed-out series
  * enters again only after its condition has lapsed once.
  */
-export function stepDetector(series: number[], historyHours: number, now: number, previous: DetectorState, options: DetectorOptions): DetectorStep {
-  const reading = readSeries(series, historyHours, options);
+export function stepDetector(
+  series: number[],
+  historyHours: number,
+  now: number,
+  previous: DetectorState,
+  options: DetectorOptions,
+  /** The baseline computed earlier from the full series (it moves slowly); then `series` needs only its last 24 hours. */
+  cached?: Baseline,
+): DetectorStep {
+  const reading = readSeries(series, historyHours, options, cached);
   if (previous.escalating) {
     let exitReason: ExitReason | undefined;
     const calmSince = isCalm(reading, options) ? (previous.calmSince ?? now) : null;

@@ -20,13 +20,17 @@ import {
   PaginatedMonitorIncidents,
   PaginatedMonitors,
   UpdateMonitorBody,
+  Webhook,
+  WebhookBody,
 } from "./model";
 import { MonitorsService } from "./service";
+import { Webhooks } from "./webhooks";
 
 /** Monitors and incidents under `/v1/projects/{projectSlug}`. */
 export const monitorsModule = (ctx: Context) => {
   const searches = new SavedSearches(ctx.sql);
   const monitors = new MonitorsService(ctx.sql, (project, slugOrId) => searches.get(project, slugOrId));
+  const webhooks = new Webhooks(ctx.sql);
   const projectOf = (organizationId: string, slug: string) => findProject(ctx.sql, organizationId, slug);
   const prefix = "/v1/projects/:projectSlug/monitors";
   const monitorRoute = `${prefix}/:monitorSlug`;
@@ -121,5 +125,34 @@ export const monitorsModule = (ctx: Context) => {
         response: Incident,
         detail: { summary: "Resolve an incident", description: "Closes it; a new trigger opens a new incident." },
       },
+    )
+    .get("/v1/projects/:projectSlug/webhook", async ({ principal, params }) => webhooks.get(await projectOf(principal.organizationId, params.projectSlug)), {
+      params: ProjectParams,
+      response: Webhook,
+      detail: { tags: ["webhooks"], summary: "Get the incident webhook" },
+    })
+    .put(
+      "/v1/projects/:projectSlug/webhook",
+      async ({ principal, params, body }) => webhooks.set(await projectOf(principal.organizationId, params.projectSlug), body.url),
+      {
+        params: ProjectParams,
+        body: WebhookBody,
+        transform: rejectUndeclaredProperties(WebhookBody),
+        response: Webhook,
+        detail: {
+          tags: ["webhooks"],
+          summary: "Set the incident webhook",
+          description:
+            "Incidents are POSTed to `url` as JSON when they open and close, with `X-Vigil-Signature: sha256=<hex HMAC-SHA256 of \"<X-Vigil-Timestamp>.<body>\">` under the returned `secret` (shown only here). Setting it again replaces the secret and lifts a quarantine.",
+        },
+      },
+    )
+    .delete(
+      "/v1/projects/:projectSlug/webhook",
+      async ({ principal, params, status }) => {
+        await webhooks.remove(await projectOf(principal.organizationId, params.projectSlug));
+        return status(204, undefined);
+      },
+      { params: ProjectParams, response: { 204: t.Void() }, detail: { tags: ["webhooks"], summary: "Remove the incident webhook" } },
     );
 };

@@ -351,11 +351,12 @@ class ProjectEvaluation {
   private async escalations(monitor: MonitorRow, signals: SignalInfo[]) {
     const state = this.states.get(monitor.id)!;
     const previous = state.signals ?? {};
+    // Counts come per UTC hour: series[0] is the last complete hour.
     const currentHour = Math.floor(this.now / hour) * hour;
-    const counts = await this.signals.hourlyCounts(this.project, signals.map((signal) => signal.id), new Date(currentHour - (seriesHours - 1) * hour), new Date(currentHour + hour));
+    const counts = await this.signals.hourlyCounts(this.project, signals.map((signal) => signal.id), new Date(currentHour - seriesHours * hour), new Date(currentHour));
     const series = new Map(signals.map((signal) => [signal.id, new Array<number>(seriesHours).fill(0)]));
     for (const { signalId, hour: start, count } of counts) {
-      const index = Math.round((currentHour - Date.parse(start)) / hour);
+      const index = Math.round((currentHour - Date.parse(start)) / hour) - 1;
       const list = series.get(signalId);
       if (list && index >= 0 && index < seriesHours) list[index] = Number(count);
     }

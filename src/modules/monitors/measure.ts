@@ -92,6 +92,8 @@ export function metricSql(metric: MonitorMetric, stream: Measure["stream"], cond
   }
 }
 
+const measuresPerQuery = 100;
+
 const msParam = (params: QueryParams, ms: number) => `fromUnixTimestamp64Milli(${params.bind(Math.floor(ms), "Int64")}, 'UTC')`;
 
 interface CompiledGroup {
@@ -147,10 +149,15 @@ export class Measurer {
     return { params, conditions, from: `${traceRelationSql(columns, scope)} WHERE start_time >= ${sinceSql}` };
   }
 
-  private static byStream(measures: Measure[]): [Measure["stream"], Measure[]][] {
-    const groups = new Map<Measure["stream"], Measure[]>();
+  /** Measures by stream, in chunks that keep one statement's SQL well under ClickHouse's query size limit. */
+  private static byStream<M extends Measure>(measures: M[]): [Measure["stream"], M[]][] {
+    const groups = new Map<Measure["stream"], M[]>();
     for (const measure of measures) groups.set(measure.stream, [...(groups.get(measure.stream) ?? []), measure]);
-    return [...groups];
+    const chunks: [Measure["stream"], M[]][] = [];
+    for (const [stream, group] of groups) {
+      for (let start = 0; start < group.length; start += measuresPerQuery) chunks.push([stream, group.slice(start, start + measuresPerQuery)]);
+    }
+    return chunks;
   }
 
   /** Each requested window's metric value, keyed `key|index` by the request's index. */
@@ -159,7 +166,8 @@ export class Measurer {
     if (!requests.length) return values;
     const byKey = new Map(measures.map((measure) => [measure.key, measure]));
     for (const [stream, group] of Measurer.byStream(measures)) {
-      const mine = requests.map((request, index) => ({ request, index })).filter(({ request }) => byKey.get(request.key)?.stream === stream);
+      const keys = new Set(group.map((measure) => measure.key));
+      const mine = requests.map((request, index) => ({ request, index })).filter(({ request }) => keys.has(request.key));
       if (!mine.length) continue;
       const since = Math.min(...mine.map(({ request }) => request.from));
       const compiled = await this.compile(project, stream, group, since);
@@ -213,11 +221,11 @@ export class Measurer {
   ): Promise<Map<string, { itemKey: string; traceId: string; at: string }[]>> {
     const found = new Map<string, { itemKey: string; traceId: string; at: string }[]>(measures.map((measure) => [measure.key, []]));
     for (const [stream, group] of Measurer.byStream(measures)) {
-      const since = Math.min(...group.map((measure) => (measure as Measure & { notBefore: number }).notBefore));
+      const since = Math.min(...group.map((measure) => measure.notBefore));
       const compiled = await this.compile(project, stream, group, since - 24 * 3600_000, stream === "traces" ? ["end_time"] : []);
       const touched = msParam(compiled.params, touchedSince);
       const hits = group.map((measure) => {
-        const notBefore = msParam(compiled.params, (measure as Measure & { notBefore: number }).notBefore);
+        const notBefore = msParam(compiled.params, measure.notBefore);
         return `(${compiled.conditions.get(measure.key)} AND end_time >= ${notBefore})`;
       });
       const recent =

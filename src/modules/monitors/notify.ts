@@ -81,6 +81,7 @@ export class IncidentNotifier {
       for (const row of rows) byProject.set(row.project_id, [...(byProject.get(row.project_id) ?? []), row]);
       for (const [projectId, pending] of byProject) mails += await this.project(tx as unknown as Sql, projectId, pending);
     });
+    if (mails) this.log.info("incident notices mailed", { mails });
     return { mails };
   }
 

@@ -1,4 +1,4 @@
-import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { LatitudeClient } from "@latitude-data/sdk";
 import { createLogger } from "../src/lib/log";
 import { MonitorEvaluator } from "../src/modules/monitors/evaluate";
@@ -25,6 +25,7 @@ beforeAll(async () => {
   const log = createLogger("silent");
   evaluator = new MonitorEvaluator(vigil.ctx.sql, new Measurer(vigil.ctx.ch, new TraceSearch(null, log)), createSignalSource(vigil.ctx), 60, log);
 });
+afterAll(() => vigil.stop());
 
 async function account() {
   const { account, client } = await bootstrapAccount(vigil.url);

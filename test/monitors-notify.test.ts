@@ -32,6 +32,7 @@ beforeAll(async () => {
   const settings = { retryDelaySeconds: ctx.config.monitors.webhookRetryDelaySeconds, maxAttempts: ctx.config.monitors.webhookMaxAttempts };
   notifier = new IncidentNotifier(ctx.sql, createMailer(ctx.config, log), ctx.config.publicUrl, (row, event, project) => enqueueWebhook(ctx.sql, ctx.boss, settings, row, event, project), log);
 });
+afterAll(() => vigil.stop());
 
 interface Mail {
   headers: Record<string, string>;

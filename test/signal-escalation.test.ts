@@ -1,4 +1,4 @@
-import { beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { newId } from "../src/lib/ids";
 import { createLogger } from "../src/lib/log";
 import { MonitorEvaluator } from "../src/modules/monitors/evaluate";
@@ -23,6 +23,7 @@ let vigil: Vigil;
 beforeAll(async () => {
   vigil = await startTestVigil({ MONITOR_INTERVAL_SECONDS: "0" });
 });
+afterAll(() => vigil.stop());
 
 /** `perHour(h)` failed scores of the signal in each of the `hours` hours before `currentHour`. */
 async function insertFailedScores(tenant: Tenant, signalId: string, currentHour: number, hours: number, perHour: (h: number) => number) {

@@ -24,6 +24,8 @@ import { oauthModule } from "./oauth";
 import { mcpModule } from "./mcp";
 import { completeRequestBodies, nameOperations } from "./mcp/operations";
 import { createPeople } from "./web/people";
+import { searchesModule } from "./modules/searches";
+import { monitorsModule } from "./modules/monitors";
 
 function validationMessage(error: ValidationError): string {
   const first = error.all[0] as ({ path?: string } & Parameters<typeof describeValueError>[0]) | undefined;
@@ -122,6 +124,8 @@ export function createApp(ctx: Context) {
     .use(oauthModule(ctx, people))
     .use(gatewayModule(ctx))
     .use(signalsModule(ctx))
+    .use(searchesModule(ctx))
+    .use(monitorsModule(ctx))
     .use(mcpModule(ctx, (request) => api.handle(request)));
   api.handle = (request) => app.handle(request);
   nameOperations(app.routes);

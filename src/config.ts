@@ -63,6 +63,14 @@ export interface Config {
     judgeProvider: string;
     judgeModel: string;
   };
+  monitors: {
+    /** Seconds between two evaluations of a monitor (MONITOR_INTERVAL_SECONDS); 0 turns scheduled evaluation off. */
+    intervalSeconds: number;
+    /** First retry delay of a failed webhook delivery, doubled on each retry (WEBHOOK_RETRY_DELAY_SECONDS). */
+    webhookRetryDelaySeconds: number;
+    /** Delivery attempts before the webhook is quarantined (WEBHOOK_MAX_ATTEMPTS). */
+    webhookMaxAttempts: number;
+  };
 }
 
 export class ConfigError extends Error {}
@@ -211,6 +219,11 @@ export function loadConfig(env: Env = process.env): Config {
       traceQuietSeconds: intVar(env, "TRACE_QUIET_SECONDS", 90, 0, 86_400),
       judgeProvider: env.SIGNALS_JUDGE_PROVIDER || "openai",
       judgeModel: env.SIGNALS_JUDGE_MODEL || "gpt-4o-mini",
+    },
+    monitors: {
+      intervalSeconds: intVar(env, "MONITOR_INTERVAL_SECONDS", 60, 0, 86_400),
+      webhookRetryDelaySeconds: intVar(env, "WEBHOOK_RETRY_DELAY_SECONDS", 30, 1, 3600),
+      webhookMaxAttempts: intVar(env, "WEBHOOK_MAX_ATTEMPTS", 6, 1, 50),
     },
   };
 }

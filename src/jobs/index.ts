@@ -5,6 +5,7 @@ import { scheduleJob } from "./boss";
 import { purgeExpiredPeopleAndOAuth } from "../oauth/purge";
 import { startGatewayWorker } from "../gateway";
 import { startSignalJobs } from "../modules/signals/jobs";
+import { startMonitorJobs } from "./monitors";
 
 /**
  * Everything that runs in the background, in one place. Work lives in pg-boss queues in PostgreSQL,
@@ -18,4 +19,5 @@ export async function startJobs(ctx: Context): Promise<void> {
   await scheduleJob(ctx.boss, "purge-expired-sign-in-and-oauth", "*/10 * * * *", () => purgeExpiredPeopleAndOAuth(ctx.sql), ctx.log);
   await startGatewayWorker(ctx);
   await startSignalJobs(ctx);
+  await startMonitorJobs(ctx);
 }

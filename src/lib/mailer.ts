@@ -9,6 +9,10 @@ export interface MailMessage {
   to: string;
   subject: string;
   text: string;
+  /** Threading: a message's own id, and the id of the message it answers (mail clients group them). */
+  messageId?: string;
+  inReplyTo?: string;
+  references?: string;
 }
 
 /** What logs say of a recipient: the domain of the address, which names no one. */

@@ -57,7 +57,7 @@ function logExporter(account: Account, transport: Transport): LogRecordExporter 
 }
 
 /** A chat span as the official instrumentations record it in event mode: tokens on the span, no messages. */
-function chatSpan(account: Account) {
+function chatSpan(account: Account, finishReasons: string[] = ["stop"]) {
   const provider = new BasicTracerProvider({
     resource: resourceFromAttributes({ "service.name": "genai-events-app" }),
     spanProcessors: [new SimpleSpanProcessor(new OTLPTraceExporter({ url: `${vigil.url}/v1/traces`, headers: headers(account) }))],
@@ -68,7 +68,7 @@ function chatSpan(account: Account) {
       "gen_ai.provider.name": "openai",
       "gen_ai.request.model": "gpt-4o-mini",
       "gen_ai.response.model": "gpt-4o-mini-2024-07-18",
-      "gen_ai.response.finish_reasons": ["stop"],
+      "gen_ai.response.finish_reasons": finishReasons,
       "gen_ai.usage.input_tokens": 50,
       "gen_ai.usage.output_tokens": 12,
     },
@@ -153,7 +153,7 @@ describe("GenAI events sent as OTLP log records", () => {
 
   test("older per-message events arriving after their span: messages in order, the system message as instructions, tool parts", async () => {
     const account = await newAccount("after");
-    const chat = chatSpan(account);
+    const chat = chatSpan(account, []);
     await chat.send();
     await vigil.ctx.spanWriter.flush();
     await emit(account, "proto", chat.span, messageEvents);
@@ -165,6 +165,8 @@ describe("GenAI events sent as OTLP log records", () => {
       { role: "tool", parts: [{ type: "tool_call_response", id: "call_1", response: { hotels: ["Casa Alfama"] } }] },
     ]);
     expect(span.outputMessages).toEqual([{ role: "assistant", parts: [text(ANSWER)], finish_reason: "stop" }]);
+    // The span named none itself: the choice event's finish reason is the span's.
+    expect(span.finishReasons).toEqual(["stop"]);
   });
 
   test("the events' text is searchable, a retried export is stored once, and redaction applies", async () => {

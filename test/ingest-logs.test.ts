@@ -12,7 +12,7 @@ import { OTLPLogExporter as JsonLogExporter } from "@opentelemetry/exporter-logs
 import { OTLPLogExporter as ProtoLogExporter } from "@opentelemetry/exporter-logs-otlp-proto";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-proto";
 import { resourceFromAttributes } from "@opentelemetry/resources";
-import { LoggerProvider, SimpleLogRecordProcessor, type LogRecordExporter } from "@opentelemetry/sdk-logs";
+import { BatchLogRecordProcessor, LoggerProvider, type LogRecordExporter } from "@opentelemetry/sdk-logs";
 import { BasicTracerProvider, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import type { Vigil } from "../src/server";
 import { bootstrapAccount, startTestVigil } from "./helpers";
@@ -26,11 +26,12 @@ let grpcPort: number;
 beforeAll(async () => {
   grpcPort = await freePort();
   vigil = await startTestVigil({ OTLP_GRPC_PORT: String(grpcPort) });
-});
+}, 120_000);
 
+// Stopping waits for the stores: under load it takes longer than a hook's default 5 s.
 afterAll(async () => {
   await vigil?.stop();
-});
+}, 60_000);
 
 interface Account {
   client: LatitudeClient;
@@ -79,7 +80,8 @@ function chatSpan(account: Account, finishReasons: string[] = ["stop"]) {
 async function emit(account: Account, transport: Transport, span: Span, events: { eventName: string; timestamp?: number; body?: AnyValueMap; attributes?: LogAttributes }[]) {
   const provider = new LoggerProvider({
     resource: resourceFromAttributes({ "service.name": "genai-events-app" }),
-    processors: [new SimpleLogRecordProcessor({ exporter: logExporter(account, transport) })],
+    // One export per flush, as the batching processor instrumented apps use sends them.
+    processors: [new BatchLogRecordProcessor({ exporter: logExporter(account, transport) })],
   });
   const logger = provider.getLogger("opentelemetry.instrumentation.openai_v2");
   const spanContext = trace.setSpan(context.active(), span);

@@ -27,10 +27,11 @@ beforeAll(async () => {
   fake = startFakeOpenAI();
 });
 
+// Stopping waits for the stores: under load it takes longer than a hook's default 5 s.
 afterAll(async () => {
   fake?.stop();
   await vigil?.stop();
-});
+}, 60_000);
 
 interface Account {
   client: LatitudeClient;

@@ -12,7 +12,7 @@ import { OTLPLogExporter as JsonLogExporter } from "@opentelemetry/exporter-logs
 import { OTLPLogExporter as ProtoLogExporter } from "@opentelemetry/exporter-logs-otlp-proto";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-proto";
 import { resourceFromAttributes } from "@opentelemetry/resources";
-import { LoggerProvider, SimpleLogRecordProcessor, type LogRecordExporter } from "@opentelemetry/sdk-logs";
+import { BatchLogRecordProcessor, LoggerProvider, type LogRecordExporter } from "@opentelemetry/sdk-logs";
 import { BasicTracerProvider, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import type { Vigil } from "../src/server";
 import { bootstrapAccount, startTestVigil } from "./helpers";
@@ -26,11 +26,12 @@ let grpcPort: number;
 beforeAll(async () => {
   grpcPort = await freePort();
   vigil = await startTestVigil({ OTLP_GRPC_PORT: String(grpcPort) });
-});
+}, 120_000);
 
+// Stopping waits for the stores: under load it takes longer than a hook's default 5 s.
 afterAll(async () => {
   await vigil?.stop();
-});
+}, 60_000);
 
 interface Account {
   client: LatitudeClient;
@@ -57,7 +58,7 @@ function logExporter(account: Account, transport: Transport): LogRecordExporter 
 }
 
 /** A chat span as the official instrumentations record it in event mode: tokens on the span, no messages. */
-function chatSpan(account: Account) {
+function chatSpan(account: Account, finishReasons: string[] = ["stop"]) {
   const provider = new BasicTracerProvider({
     resource: resourceFromAttributes({ "service.name": "genai-events-app" }),
     spanProcessors: [new SimpleSpanProcessor(new OTLPTraceExporter({ url: `${vigil.url}/v1/traces`, headers: headers(account) }))],
@@ -68,7 +69,7 @@ function chatSpan(account: Account) {
       "gen_ai.provider.name": "openai",
       "gen_ai.request.model": "gpt-4o-mini",
       "gen_ai.response.model": "gpt-4o-mini-2024-07-18",
-      "gen_ai.response.finish_reasons": ["stop"],
+      "gen_ai.response.finish_reasons": finishReasons,
       "gen_ai.usage.input_tokens": 50,
       "gen_ai.usage.output_tokens": 12,
     },
@@ -79,7 +80,8 @@ function chatSpan(account: Account) {
 async function emit(account: Account, transport: Transport, span: Span, events: { eventName: string; timestamp?: number; body?: AnyValueMap; attributes?: LogAttributes }[]) {
   const provider = new LoggerProvider({
     resource: resourceFromAttributes({ "service.name": "genai-events-app" }),
-    processors: [new SimpleLogRecordProcessor({ exporter: logExporter(account, transport) })],
+    // One export per flush, as the batching processor instrumented apps use sends them.
+    processors: [new BatchLogRecordProcessor({ exporter: logExporter(account, transport) })],
   });
   const logger = provider.getLogger("opentelemetry.instrumentation.openai_v2");
   const spanContext = trace.setSpan(context.active(), span);
@@ -153,7 +155,7 @@ describe("GenAI events sent as OTLP log records", () => {
 
   test("older per-message events arriving after their span: messages in order, the system message as instructions, tool parts", async () => {
     const account = await newAccount("after");
-    const chat = chatSpan(account);
+    const chat = chatSpan(account, []);
     await chat.send();
     await vigil.ctx.spanWriter.flush();
     await emit(account, "proto", chat.span, messageEvents);
@@ -165,6 +167,8 @@ describe("GenAI events sent as OTLP log records", () => {
       { role: "tool", parts: [{ type: "tool_call_response", id: "call_1", response: { hotels: ["Casa Alfama"] } }] },
     ]);
     expect(span.outputMessages).toEqual([{ role: "assistant", parts: [text(ANSWER)], finish_reason: "stop" }]);
+    // The span named none itself: the choice event's finish reason is the span's.
+    expect(span.finishReasons).toEqual(["stop"]);
   });
 
   test("the events' text is searchable, a retried export is stored once, and redaction applies", async () => {

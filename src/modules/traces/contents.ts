@@ -7,6 +7,11 @@ export interface MessageColumns {
   output_messages: string;
 }
 
+/** What log records sent for a span add to it: its messages, and the finish reasons of `gen_ai.choice` events. */
+export interface LogContents extends MessageColumns {
+  finish_reasons: string[];
+}
+
 const SIDES = ["system_instructions", "input_messages", "output_messages"] as const;
 
 /**
@@ -19,16 +24,16 @@ export async function logContents(
   projectId: string,
   traceId: string,
   spanId: string,
-): Promise<MessageColumns | null> {
-  const rows = await ch.read<MessageColumns>(
+): Promise<LogContents | null> {
+  const rows = await ch.read<LogContents>(
     organizationId,
-    `SELECT system_instructions, input_messages, output_messages FROM ${ch.database}.span_contents FINAL
+    `SELECT system_instructions, input_messages, output_messages, finish_reasons FROM ${ch.database}.span_contents FINAL
       WHERE organization_id = {organizationId:String} AND project_id = {projectId:String} AND trace_id = {traceId:String} AND span_id = {spanId:String}
       ORDER BY record_time, record_index`,
     { organizationId, projectId, traceId, spanId },
   );
   if (rows.length === 0) return null;
-  const merged = { system_instructions: "", input_messages: "", output_messages: "" };
+  const merged: LogContents = { system_instructions: "", input_messages: "", output_messages: "", finish_reasons: [...new Set(rows.flatMap((row) => row.finish_reasons))] };
   for (const side of SIDES) {
     const items = rows.flatMap((row) => (row[side] ? (JSON.parse(row[side]) as unknown[]) : []));
     if (items.length > 0) merged[side] = JSON.stringify(items);
@@ -36,10 +41,11 @@ export async function logContents(
   return merged;
 }
 
-/** The span's messages with those sent as log records: each side the span carries itself wins. */
-export function withLogContents<T extends MessageColumns>(span: T, contents: MessageColumns | null): T {
+/** The span's messages (and finish reasons, when it has the column) with those sent as log records: what the span carries itself wins. */
+export function withLogContents<T extends MessageColumns & { finish_reasons?: string[] }>(span: T, contents: LogContents | null): T {
   if (!contents) return span;
   const merged = { ...span };
   for (const side of SIDES) if (!merged[side]) merged[side] = contents[side];
+  if (merged.finish_reasons?.length === 0) merged.finish_reasons = contents.finish_reasons;
   return merged;
 }

@@ -116,6 +116,8 @@ export interface TraceScope {
   /** Placeholders of `String`s: only traces whose id sorts after `traceIdAfter` and up to `traceIdThrough`. */
   traceIdAfter?: string;
   traceIdThrough?: string;
+  /** SQL bounds of `DateTime64`s: only roll-up rows (and spans) starting between them. */
+  rowsStartBetween?: [string, string];
   /**
    * Placeholder of a `DateTime64(3, 'UTC')`: the relation as it was when the spans ingested up to
    * this instant were all there (see `TracesService.settledInstant`). Traces whose spans all arrived
@@ -130,6 +132,11 @@ export interface TraceScope {
    */
   snapshot?: string;
   exact?: boolean;
+  /**
+   * SQL of a time no span of a trace the statement keeps starts before (a trace's spans start at or
+   * after its start): searches then read only the spans from there on.
+   */
+  spansStartFrom?: string;
 }
 
 /** Binds the tenant of a query and returns its scope. */
@@ -170,6 +177,7 @@ export function traceRelationSql(columns: Iterable<TraceColumn>, scope: TraceSco
   let idFilter = scope.traceIds ? ` AND trace_id IN ${scope.traceIds}` : "";
   if (scope.traceIdAfter) idFilter += ` AND trace_id > ${scope.traceIdAfter}`;
   if (scope.traceIdThrough) idFilter += ` AND trace_id <= ${scope.traceIdThrough}`;
+  if (scope.rowsStartBetween) idFilter += ` AND start_time BETWEEN ${scope.rowsStartBetween[0]} AND ${scope.rowsStartBetween[1]}`;
   const branch = (source: "rollup" | "spans", rowsAtSnapshot?: string) =>
     [
       "trace_id",

@@ -38,23 +38,26 @@ function fullTextSql(query: string, scope: TraceScope, params: QueryParams): str
   const terms = searchTerms(query);
   if (!terms.length) return "(SELECT '' AS trace_id, toFloat64(0) AS relevance WHERE 0)";
   const snapshot = scope.snapshot ? ` AND ingested_at <= ${scope.snapshot}` : "";
+  // Log records carry no span start time: their (few) rows are read whatever the page's bound.
+  const started = scope.spansStartFrom ? ` AND start_time >= ${scope.spansStartFrom}` : "";
   // `lower(message_text)` is the expression of the words index (sql/clickhouse/004_message_words_index.sql).
   const found = terms.map((term) => `max(hasToken(lower(message_text), ${params.bind(term, "String")}))`);
   const anyTerm = params.bind(terms, "Array(String)");
   // Spans' own messages, and those sent for them as log records (span_contents, the same words index).
-  const matching = (table: string) => `SELECT trace_id, message_text FROM ${scope.database}.${table}
-      WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId}${snapshot}
+  const matching = (table: string, bound: string) => `SELECT trace_id, message_text FROM ${scope.database}.${table}
+      WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId}${snapshot}${bound}
         AND hasAnyTokens(lower(message_text), ${anyTerm})`;
   return `(SELECT trace_id, (${found.join(" + ")}) / ${params.bind(terms.length, "UInt32")} AS relevance
-    FROM (${matching("spans")} UNION ALL ${matching("span_contents")})
+    FROM (${matching("spans", started)} UNION ALL ${matching("span_contents", "")})
     GROUP BY trace_id HAVING relevance > 0)`;
 }
 
 function semanticSql(vector: number[], model: string, scope: TraceScope, params: QueryParams): string {
   const snapshot = scope.snapshot ? ` AND embedded_at <= ${scope.snapshot}` : "";
+  const started = scope.spansStartFrom ? ` AND span_start_time >= ${scope.spansStartFrom}` : "";
   return `(SELECT trace_id, max(1 - cosineDistance(embedding, ${params.bind(vector, "Array(Float32)")})) AS relevance
     FROM ${scope.database}.span_embeddings
-    WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId}${snapshot}
+    WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId}${snapshot}${started}
       AND model = ${params.bind(model, "String")} AND length(embedding) = ${params.bind(vector.length, "UInt32")}
     GROUP BY trace_id HAVING relevance >= ${params.bind(minSimilarity, "Float64")})`;
 }

@@ -59,6 +59,8 @@ const keyFormats: Record<SortKeyPart["type"], RegExp> = {
 const clockSlackMs = 1;
 const halfDayMs = 12 * 3600 * 1000;
 const maxAnalyticsDays = 1000;
+/** Days before and after an analytics range whose roll-up rows are read to find its traces' starts and ends. */
+const traceAnalyticsSlackDays = 1;
 const nsPerSecond = 1e9;
 const microcentsPerUsd = 1e8;
 
@@ -217,6 +219,8 @@ export class TracesService {
         const withinBound = `${column} ${descending ? ">=" : "<="} page_bound`;
         scope.traceIds = `(SELECT trace_id ${rowsPastCursor} AND ${withinBound} UNION ALL ${straddlingSql(scope)})`;
         conditions.push(withinBound);
+        // Newest first, the page's traces start at the bound or later, and so do all their spans.
+        if (column === "start_time" && descending) scope.spansStartFrom = "page_bound";
       }
 
       const compiled = compileTraceFilters(walk.filters, this.filterContext(scope, params));
@@ -398,31 +402,44 @@ export class TracesService {
     const scope = bindScope(params, this.database, project.organizationId, project.id);
     const fromParam = params.bind(isoToDateTime64(fromIso ?? new Date(from).toISOString()), "DateTime64(9, 'UTC')");
     const toParam = params.bind(isoToDateTime64(toIso ?? new Date(to).toISOString()), "DateTime64(9, 'UTC')");
-    const bucket = "toStartOfInterval(start_time, INTERVAL 12 HOUR)";
-    // A trace's start is the earliest start among its roll-up rows, so a trace starting within the
-    // range has a row starting within it: only those traces are aggregated, over all their rows.
-    scope.traceIds = `(SELECT trace_id FROM ${this.database}.traces WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId} AND start_time BETWEEN ${fromParam} AND ${toParam})`;
+    const tenant = `organization_id = ${scope.organizationId} AND project_id = ${scope.projectId}`;
+    const twelveHours = (time: string) => `toStartOfInterval(${time}, INTERVAL 12 HOUR)`;
+    // A trace's start is the earliest start among its roll-up rows. Only rows starting near the range
+    // are read (through the roll-up's start-time projection): a trace counts where its earliest span
+    // within a day of the range starts, and its duration is that of those spans.
+    scope.rowsStartBetween = [`${fromParam} - INTERVAL ${traceAnalyticsSlackDays} DAY`, `${toParam} + INTERVAL ${traceAnalyticsSlackDays} DAY`];
+    // Whole hours of the range come from the hourly roll-up, the partial hours at its edges from spans.
+    const firstWholeHour = `if(toStartOfHour(${fromParam}) = ${fromParam}, toStartOfHour(${fromParam}), toStartOfHour(${fromParam}) + INTERVAL 1 HOUR)`;
+    const wholeHoursEnd = `toStartOfHour(${toParam})`;
 
     type TraceBucket = { bucket: string; total: number; traces: number; duration_median_ns: number; ttft_median_ns: number };
     type SpanBucket = { bucket: string; total: number; spans: number; tokens: number; cost: number };
     const [traceBuckets, spanBuckets] = await Promise.all([
       this.rows<TraceBucket>(
         project.organizationId,
-        `SELECT toString(${bucket}) AS bucket, grouping(${bucket}) AS total, count() AS traces, quantileExact(0.5)(duration_ns) AS duration_median_ns,
+        `SELECT toString(${twelveHours("start_time")}) AS bucket, grouping(${twelveHours("start_time")}) AS total, count() AS traces, quantileExact(0.5)(duration_ns) AS duration_median_ns,
            quantileExactIf(0.5)(time_to_first_token_ns, time_to_first_token_ns > 0) AS ttft_median_ns
          FROM ${traceRelationSql(["start_time", "duration_ns", "time_to_first_token_ns"], scope)}
          WHERE start_time BETWEEN ${fromParam} AND ${toParam}
-         GROUP BY ${bucket} WITH ROLLUP`,
+         GROUP BY ${twelveHours("start_time")} WITH ROLLUP`,
         params,
       ),
       this.rows<SpanBucket>(
         project.organizationId,
-        `SELECT toString(${bucket}) AS bucket, grouping(${bucket}) AS total, count() AS spans,
-           sumIf(tokens_input + tokens_output + tokens_cache_read + tokens_cache_create + tokens_reasoning, ${llmCompletion}) AS tokens,
-           sumIf(cost_total_microcents, NOT is_usage_wrapper) AS cost
-         FROM ${this.database}.spans
-         WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId} AND start_time BETWEEN ${fromParam} AND ${toParam}
-         GROUP BY ${bucket} WITH ROLLUP`,
+        `SELECT toString(period) AS bucket, grouping(period) AS total, sum(hour_spans) AS spans, sum(hour_tokens) AS tokens, sum(hour_cost) AS cost
+         FROM (
+           SELECT ${twelveHours("hour")} AS period, spans AS hour_spans, tokens AS hour_tokens, cost_total_microcents AS hour_cost
+           FROM ${this.database}.analytics_hourly
+           WHERE ${tenant} AND hour >= ${firstWholeHour} AND hour < ${wholeHoursEnd}
+           UNION ALL
+           SELECT ${twelveHours("toDateTime(start_time, 'UTC')")} AS period, count(),
+             sumIf(tokens_input + tokens_output + tokens_cache_read + tokens_cache_create + tokens_reasoning, ${llmCompletion}),
+             sumIf(cost_total_microcents, NOT is_usage_wrapper)
+           FROM ${this.database}.spans
+           WHERE ${tenant} AND start_time BETWEEN ${fromParam} AND ${toParam} AND (start_time < ${firstWholeHour} OR start_time >= ${wholeHoursEnd})
+           GROUP BY period
+         )
+         GROUP BY period WITH ROLLUP`,
         params,
       ),
     ]);

@@ -155,8 +155,8 @@ export function mapSpan(span: DecodedSpan, resource: MappedResource, scope: Deco
   const timeToFirstToken = resolveTimeToFirstToken(attributes, span.events, span.startTimeUnixNano);
   const stream = attributes.boolean("gen_ai.request.stream") === true || attributeText(attributes.get("ai.settings.mode")) === "stream";
   const isTool = operation === "execute_tool";
-  const conversation = resolveConversation(attributes);
-  const toolDefinitions = resolveToolDefinitions(attributes);
+  const conversation = attributes.readContent(() => resolveConversation(attributes));
+  const toolDefinitions = attributes.readContent(() => resolveToolDefinitions(attributes));
   const textLines = [messagesText(conversation.input.messages), messagesText(conversation.output.messages)].filter((lines) => lines !== "");
 
   const row: SpanRow = {
@@ -204,8 +204,8 @@ export function mapSpan(span: DecodedSpan, resource: MappedResource, scope: Deco
     is_usage_wrapper: isVercelUsageWrapper(attributes),
     tool_call_id: isTool ? attributes.text(TOOL_CALL_ID) : "",
     tool_name: isTool ? attributes.text(TOOL_NAME) : "",
-    tool_input: isTool ? attributes.text(TOOL_INPUT) : "",
-    tool_output: isTool ? attributes.text(TOOL_OUTPUT) : "",
+    tool_input: isTool ? attributes.readContent(() => attributes.text(TOOL_INPUT)) : "",
+    tool_output: isTool ? attributes.readContent(() => attributes.text(TOOL_OUTPUT)) : "",
     defined_tools: [...new Set(toolDefinitions.map((tool) => tool.name))],
     tool_definitions: jsonOrEmpty(toolDefinitions),
     system_instructions: jsonOrEmpty(conversation.system),
@@ -223,8 +223,8 @@ export function mapSpan(span: DecodedSpan, resource: MappedResource, scope: Deco
     attr_float: {},
     attr_bool: {},
   };
-  // Last: only attributes no column has consumed are kept.
-  return Object.assign(row, typedAttributes(span.attributes, attributes.consumed));
+  // Last: every attribute as sent, but those whose content a content column holds.
+  return Object.assign(row, typedAttributes(span.attributes, attributes.content));
 }
 
 /** Every accepted span of a decoded request as rows, each resource mapped once. */

@@ -88,7 +88,7 @@ describe("span identity and OTLP fields", () => {
     expect(bare.tool_definitions).toBe("");
   });
 
-  test("attributes no column took land in the typed maps; arrays and objects as JSON", () => {
+  test("every attribute lands in the typed maps as sent, those columns read too; arrays and objects as JSON", () => {
     const row = map({
       "gen_ai.request.model": "gpt-4o",
       "gen_ai.request.temperature": 0.2,
@@ -99,7 +99,8 @@ describe("span identity and OTLP fields", () => {
       "app.empty": null,
       "user.email": "ada@example.com",
     });
-    expect(row.attr_string).toEqual({ "gen_ai.request.stop_sequences": '["\\n\\n"]', "app.config": '{"depth":2}', "user.email": "ada@example.com" });
+    expect(row.model).toBe("gpt-4o");
+    expect(row.attr_string).toEqual({ "gen_ai.request.model": "gpt-4o", "gen_ai.request.stop_sequences": '["\\n\\n"]', "app.config": '{"depth":2}', "user.email": "ada@example.com" });
     expect(row.attr_int).toEqual({ "gen_ai.request.max_tokens": 512 });
     expect(row.attr_float).toEqual({ "gen_ai.request.temperature": 0.2 });
     expect(row.attr_bool).toEqual({ "app.flag": false });
@@ -163,8 +164,20 @@ describe("GenAI semantic conventions ≥1.37", () => {
     expect(JSON.parse(row.output_messages)).toEqual(output);
     expect(JSON.parse(row.tool_definitions)).toEqual([{ name: "lookup_order", description: "Finds an order", parameters: { type: "object" } }]);
     expect(row.message_text).toBe("Where is my order 123?\nLet me check.");
-    expect(row.attr_string).toEqual({});
-    expect(row.attr_int).toEqual({});
+    // As sent, but the messages, system instructions and tool definitions, which their columns hold whole.
+    expect(row.attr_string).toEqual({
+      "gen_ai.conversation.id": "conv-7",
+      "gen_ai.memory.record.id": "record-2",
+      "gen_ai.memory.store.id": "store-1",
+      "gen_ai.operation.name": "chat",
+      "gen_ai.provider.name": "openai",
+      "gen_ai.request.model": "gpt-4.1",
+      "gen_ai.request.user": "user-9",
+      "gen_ai.response.finish_reasons": '["tool_calls"]',
+      "gen_ai.response.id": "chatcmpl-9",
+      "gen_ai.response.model": "gpt-4.1-2025-04-14",
+    });
+    expect(Object.keys(row.attr_string).some((key) => /messages|instructions|definitions/.test(key))).toBe(false);
   });
 
   test("tokens are additive: input without cache, output without reasoning", () => {
@@ -215,13 +228,14 @@ describe("GenAI semantic conventions ≥1.37", () => {
       "gen_ai.tool.call.result": '{"status":"shipped"}',
     });
     expect(row).toMatchObject({ operation: "execute_tool", tool_call_id: "call_1", tool_name: "lookup_order", tool_input: '{"id":123}', tool_output: '{"status":"shipped"}' });
-    expect(row.attr_string).toEqual({});
+    // The arguments and the result are in tool_input and tool_output, whole.
+    expect(row.attr_string).toEqual({ "gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.id": "call_1", "gen_ai.tool.name": "lookup_order" });
   });
 
   test("tool attributes on other spans stay attributes", () => {
     const row = map({ "gen_ai.operation.name": "chat", "gen_ai.tool.name": "lookup_order", "gen_ai.tool.call.id": "call_1" });
     expect([row.tool_name, row.tool_call_id]).toEqual(["", ""]);
-    expect(row.attr_string).toEqual({ "gen_ai.tool.name": "lookup_order", "gen_ai.tool.call.id": "call_1" });
+    expect(row.attr_string).toEqual({ "gen_ai.operation.name": "chat", "gen_ai.tool.name": "lookup_order", "gen_ai.tool.call.id": "call_1" });
   });
 
   test("error type from error.type, else the exception event of an error span", () => {
@@ -321,7 +335,17 @@ describe("OpenInference", () => {
       metadata: { tier: "gold", attempt: "2" },
       defined_tools: ["classify"],
     });
-    expect(row.attr_string).toEqual({ "openinference.span.kind": "LLM", "llm.provider": "aws", "input.value": '{"messages": []}' });
+    expect(row.attr_string).toEqual({
+      "openinference.span.kind": "LLM",
+      "llm.provider": "aws",
+      "llm.system": "anthropic",
+      "llm.model_name": "claude-3-5-sonnet-20241022",
+      "input.value": '{"messages": []}',
+      metadata: '{"tier":"gold","attempt":2}',
+      "session.id": "s-1",
+      "tag.tags": '["beta","vip"]',
+      "user.id": "u-1",
+    });
   });
 
   test("the prompt count includes cache even from Anthropic", () => {
@@ -419,7 +443,16 @@ describe("Vercel AI SDK", () => {
       },
     ]);
     expect(JSON.parse(row.tool_definitions)).toEqual([{ name: "weather", description: "Current weather", parameters: { type: "object" } }]);
-    expect(row.attr_string).toEqual({ "ai.operationId": "ai.generateText.doGenerate", "operation.name": "ai.generateText.doGenerate support" });
+    expect(row.attr_string).toEqual({
+      "ai.model.id": "gpt-4o-mini",
+      "ai.model.provider": "openai.chat",
+      "ai.operationId": "ai.generateText.doGenerate",
+      "ai.response.finishReason": "tool-calls",
+      "ai.response.id": "resp_1",
+      "ai.response.model": "gpt-4o-mini-2024-07-18",
+      "ai.telemetry.metadata.threadId": "thread-5",
+      "operation.name": "ai.generateText.doGenerate support",
+    });
   });
 
   test("doStream: milliseconds to first chunk", () => {
@@ -517,7 +550,14 @@ describe("Traceloop / OpenLLMetry (deprecated gen_ai.prompt.N.*)", () => {
     ]);
     expect(JSON.parse(row.output_messages)).toEqual([{ role: "assistant", parts: [{ type: "text", content: "Hello." }], finish_reason: "end_turn" }]);
     expect(JSON.parse(row.tool_definitions)).toEqual([{ name: "translate", description: "Translates a word", parameters: { type: "object" } }]);
-    expect(row.attr_string).toEqual({ "llm.request.type": "chat" });
+    expect(row.attr_string).toEqual({
+      "gen_ai.request.model": "claude-3-5-haiku-20241022",
+      "gen_ai.system": "Anthropic",
+      "llm.request.type": "chat",
+      "traceloop.association.properties.plan": "pro",
+      "traceloop.association.properties.session_id": "sess-3",
+      "traceloop.association.properties.user_id": "user-3",
+    });
   });
 
   test("request types map to operations", () => {
@@ -591,7 +631,13 @@ describe("@latitude-data/telemetry attributes", () => {
     expect(row.attr_string).toEqual({
       "latitude.capture.name": "support-chat",
       "langfuse.session.id": "loses to session.id",
+      "langfuse.trace.metadata.release": "ignored: latitude.metadata comes first",
+      "latitude.metadata": '{"release":"1.2","cohort":7}',
+      "latitude.simulation.id": "sim_123",
+      "latitude.tags": '["prod","vip","prod"]',
+      "session.id": "lat-session",
       "user.email": "ada@example.com",
+      "user.id": "lat-user",
       "latitude.project": "my-project",
     });
   });

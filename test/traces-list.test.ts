@@ -111,7 +111,8 @@ describe("trace list items", () => {
       startTime: iso(starts.alpha).replace("Z", "000000Z"),
       endTime: iso(starts.alpha + 2000).replace("Z", "000000Z"),
       durationNs: 2_000_000_000,
-      timeToFirstTokenNs: 200_000_000,
+      // From the trace's start: the chat starts 100 ms in and measured its first token 200 ms later.
+      timeToFirstTokenNs: 300_000_000,
       tokensInput: 100,
       tokensOutput: 50,
       tokensCacheRead: 50,

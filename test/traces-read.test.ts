@@ -138,7 +138,8 @@ describe("trace detail", () => {
       startTime: nanosIso(noon + 1000),
       endTime: nanosIso(noon + 6000),
       durationNs: 5_000_000_000,
-      timeToFirstTokenNs: 300_000_000,
+      // From the trace's start: the first chat starts 100 ms in and measured its first token 300 ms later.
+      timeToFirstTokenNs: 400_000_000,
       tokensInput: 300,
       tokensOutput: 50,
       tokensCacheRead: 50,
@@ -319,9 +320,9 @@ describe("analytics", () => {
     // Trace durations 5 s and 1 s: the exact median of two values is the upper one.
     expect(analytics.duration.median).toBe(5);
     expect(analytics.duration.buckets.map((bucket) => bucket.value)).toEqual([0, 5, 1]);
-    // LLM spans measured 0.3 s, 0.5 s and 0.1 s.
-    expect(analytics.timeToFirstToken.median).toBe(0.3);
-    expect(analytics.timeToFirstToken.buckets.map((bucket) => bucket.value)).toEqual([0, 0.5, 0.1]);
+    // Traces' times to first token 0.4 s and 0.1 s: the exact median of two values is the upper one.
+    expect(analytics.timeToFirstToken.median).toBe(0.4);
+    expect(analytics.timeToFirstToken.buckets.map((bucket) => bucket.value)).toEqual([0, 0.4, 0.1]);
   });
 
   // A partition of their own (an earlier month): these inserts leave the merges of this month's parts

@@ -59,11 +59,14 @@ export function attributesToObject(attributes: Attributes): Record<string, Attri
 }
 
 /**
- * Reads a span's attributes by the resolution lists of INGEST.md ("the first attribute that yields a
- * value wins") and remembers which keys became columns, so only the rest land in the typed maps.
+ * Reads a span's attributes by the resolution lists of INGEST.md ("the first attribute that yields a value
+ * wins"). The typed maps keep every attribute as sent but those read by `readContent`, whose content a column of
+ * its own stores whole: keeping them twice would double the storage.
  */
 export class AttributeReader {
-  readonly consumed = new Set<string>();
+  /** Keys whose content a content column stores (messages, system instructions, tool definitions, tool arguments and results). */
+  readonly content = new Set<string>();
+  private readingContent = false;
 
   constructor(readonly values: Attributes) {}
 
@@ -73,7 +76,7 @@ export class AttributeReader {
       const value = this.values.get(key);
       if (value === undefined || value === null || value === "") continue;
       if (Array.isArray(value) && value.length === 0) continue;
-      this.consumed.add(key);
+      this.mark(key);
       return value;
     }
     return undefined;
@@ -92,7 +95,7 @@ export class AttributeReader {
     for (const key of keys) {
       const value = attributeNumber(this.values.get(key));
       if (value === undefined) continue;
-      this.consumed.add(key);
+      this.mark(key);
       return { key, value };
     }
     return undefined;
@@ -128,7 +131,7 @@ export class AttributeReader {
         else continue entries;
       }
       node[segments[segments.length - 1]] ??= value;
-      this.consumed.add(key);
+      this.mark(key);
     }
     return root;
   }
@@ -136,14 +139,14 @@ export class AttributeReader {
   /** Every entry under `prefix`, keyed by the rest of its key, consumed. */
   prefixed(prefix: string): [string, AttributeValue][] {
     return this.keysWithPrefix(prefix).map((key) => {
-      this.consumed.add(key);
+      this.mark(key);
       return [key.slice(prefix.length), this.values.get(key) ?? null];
     });
   }
 
   boolean(key: string): boolean | undefined {
     const value = attributeBoolean(this.values.get(key));
-    if (value !== undefined) this.consumed.add(key);
+    if (value !== undefined) this.mark(key);
     return value;
   }
 
@@ -152,7 +155,21 @@ export class AttributeReader {
   }
 
   consume(key: string): void {
-    this.consumed.add(key);
+    this.mark(key);
+  }
+
+  /** Runs `read`, which fills a content column: the keys it consumes are left out of the typed maps. */
+  readContent<T>(read: () => T): T {
+    this.readingContent = true;
+    try {
+      return read();
+    } finally {
+      this.readingContent = false;
+    }
+  }
+
+  private mark(key: string) {
+    if (this.readingContent) this.content.add(key);
   }
 }
 

@@ -194,7 +194,7 @@ function langChainToolMessage(output: string): { content: string; toolCallId: st
 
 /** A tool observation of Langfuse is named by its span alone. */
 function resolveToolCall(attributes: AttributeReader, spanName: string): ToolCall {
-  let output = attributes.text(TOOL_OUTPUT);
+  let output = attributes.readContent(() => attributes.text(TOOL_OUTPUT));
   let id = attributes.text(TOOL_CALL_ID);
   const langChain = langChainToolMessage(output);
   if (langChain) {
@@ -202,7 +202,7 @@ function resolveToolCall(attributes: AttributeReader, spanName: string): ToolCal
     id ||= langChain.toolCallId;
   }
   const name = attributes.text(TOOL_NAME) || (attributes.has("langfuse.observation.type") ? spanName : "");
-  return { id, name, input: attributes.text(TOOL_INPUT), output };
+  return { id, name, input: attributes.readContent(() => attributes.text(TOOL_INPUT)), output };
 }
 
 export function mapResource(attributes: Attributes): MappedResource {
@@ -224,9 +224,9 @@ export function mapSpan(span: DecodedSpan, resource: MappedResource, scope: Deco
   const tokens = resolveTokens(attributes, provider);
   const timeToFirstToken = resolveTimeToFirstToken(attributes, span.events, span.startTimeUnixNano);
   const isTool = operation === "execute_tool";
-  const conversation = resolveConversation(attributes);
+  const conversation = attributes.readContent(() => resolveConversation(attributes));
   const tool = isTool ? resolveToolCall(attributes, span.name) : NO_TOOL_CALL;
-  const toolDefinitions = resolveToolDefinitions(attributes);
+  const toolDefinitions = attributes.readContent(() => resolveToolDefinitions(attributes));
   const textLines = [messagesText(conversation.input.messages), messagesText(conversation.output.messages)].filter((lines) => lines !== "");
 
   const row: SpanRow = {
@@ -293,8 +293,8 @@ export function mapSpan(span: DecodedSpan, resource: MappedResource, scope: Deco
     attr_float: {},
     attr_bool: {},
   };
-  // Last: only attributes no column has consumed are kept.
-  return Object.assign(row, typedAttributes(span.attributes, attributes.consumed));
+  // Last: every attribute as sent, but those whose content a content column holds.
+  return Object.assign(row, typedAttributes(span.attributes, attributes.content));
 }
 
 /** Every accepted span of a decoded request as rows, each resource mapped once. */

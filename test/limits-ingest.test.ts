@@ -17,7 +17,7 @@ beforeAll(async () => {
   vigil = await startTestVigil({
     OTLP_GRPC_PORT: String(grpcPort),
     INGEST_MAX_CONCURRENT_EXPORTS: "4",
-    INGEST_BODY_GRACE_MS: "1500",
+    INGEST_BODY_GRACE_MS: "5000",
     INGEST_BODY_MIN_BYTES_PER_SECOND: "2000",
   });
 });

@@ -80,7 +80,7 @@ describe("fairness", () => {
     const heavy = await account();
     const light = await account();
     const now = Date.now();
-    const traces = Array.from({ length: 400 }, () => newTraceId());
+    const traces = Array.from({ length: 200 }, () => newTraceId());
     await insertSpans(
       vigil.ctx,
       traces.flatMap((trace_id, i) =>
@@ -93,7 +93,7 @@ describe("fairness", () => {
 
     const samples = async () => {
       const times: number[] = [];
-      for (let i = 0; i < 7; i++) {
+      for (let i = 0; i < 5; i++) {
         const { status, ms } = await light.list({ limit: 50 });
         expect(status).toBe(200);
         times.push(ms);
@@ -119,5 +119,5 @@ describe("fairness", () => {
     expect(heavyStatuses.every((status) => status === 200 || status === 429)).toBe(true);
     console.log(`fairness: idle ${idle.toFixed(0)} ms, while heavy ${loaded.toFixed(0)} ms, ratio ${(loaded / idle).toFixed(1)}`);
     expect(loaded / idle).toBeLessThan(5);
-  });
+  }, 150_000);
 });

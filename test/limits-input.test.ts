@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { filterLimits } from "../src/modules/traces/filters";
+import { compileTraceFilters, filterLimits, validateTraceFilters } from "../src/modules/traces/filters";
+import { QueryParams } from "../src/modules/traces/params";
 import { textLimits } from "../src/lib/validation";
 import type { Vigil } from "../src/server";
 import { insertSpans, newTraceId, spanRow, tenantOf, type Tenant } from "./fixtures/spans";
@@ -57,6 +58,21 @@ describe("filter sets are bounded, with a 400 naming the limit", () => {
     const response = await list(largestFilterSet(), { limit: 200 });
     expect(response.status).toBe(200);
     expect(((await response.json()) as { items: { traceId: string }[] }).items.map((item) => item.traceId)).toEqual([traceId]);
+  });
+
+  test("metadata conditions compile to one scan of the spans, however many keys and conditions", () => {
+    const compile = (filters: Record<string, unknown[]>) =>
+      compileTraceFilters(validateTraceFilters(filters), {
+        params: new QueryParams(),
+        database: "db",
+        organizationId: "{o:String}",
+        projectId: "{p:String}",
+        spanScope: "1",
+        percentile: () => "0",
+      }).where;
+    const scans = (sql: string) => sql.split("FROM db.spans").length - 1;
+    expect(scans(compile(largestFilterSet()))).toBe(1);
+    expect(scans(compile({ "metadata.a": [{ op: "neq", value: "x" }], "metadata.b": [{ op: "notIn", value: ["y"] }] }))).toBe(1);
   });
 
   test("a field named __proto__ is an unknown field, not an unfiltered list", async () => {

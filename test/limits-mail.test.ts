@@ -29,7 +29,7 @@ const decodeQuotedPrintable = (text: string) =>
   text.replace(/=\r?\n/g, "").replace(/=([0-9A-F]{2})/g, (_match, hex: string) => String.fromCharCode(parseInt(hex, 16)));
 
 describe("exports are mailed only to confirmed addresses, and rate limited per organization", () => {
-  test("unconfirmed: 403 and one confirmation link; confirmed through the link: 202; past the limit: 429 with Retry-After", async () => {
+  test("unconfirmed: 400 naming recipient and one confirmation link; confirmed through the link: 202; past the limit: 429 with Retry-After", async () => {
     const { account } = await bootstrapAccount(vigil.url);
     const tenant = await tenantOf(vigil.ctx, account.apiKey, account.projectSlug);
     const member = `owner-${newId()}@example.com`;
@@ -46,7 +46,7 @@ describe("exports are mailed only to confirmed addresses, and rate limited per o
 
     for (let attempt = 0; attempt < 2; attempt++) {
       const refused = await requestExport();
-      expect(refused.status).toBe(403);
+      expect(refused.status).toBe(400);
       expect(((await refused.json()) as { error: string }).error).toMatch(/^recipient: this address has not confirmed .* a confirmation link was mailed/);
     }
     // Asked twice, mailed once: requests cannot flood the address.

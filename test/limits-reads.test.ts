@@ -80,7 +80,7 @@ describe("fairness", () => {
     const heavy = await account();
     const light = await account();
     const now = Date.now();
-    const traces = Array.from({ length: 400 }, () => newTraceId());
+    const traces = Array.from({ length: 200 }, () => newTraceId());
     await insertSpans(
       vigil.ctx,
       traces.flatMap((trace_id, i) =>
@@ -93,7 +93,7 @@ describe("fairness", () => {
 
     const samples = async () => {
       const times: number[] = [];
-      for (let i = 0; i < 7; i++) {
+      for (let i = 0; i < 5; i++) {
         const { status, ms } = await light.list({ limit: 50 });
         expect(status).toBe(200);
         times.push(ms);
@@ -107,11 +107,10 @@ describe("fairness", () => {
     let stop = false;
     const heavyStatuses: number[] = [];
     const heavyClients = Array.from({ length: 4 }, async () => {
-      while (!stop) heavyStatuses.push((await heavy.list({ filters: largestFilterSet(), limit: 200 })).status);
+      while (!stop) heavyStatuses.push(await heavy.list({ filters: largestFilterSet(), limit: 200 }).then(({ status }) => status, () => 0));
     });
     await Bun.sleep(1000);
-    const loaded = await samples();
-    stop = true;
+    const loaded = await samples().finally(() => (stop = true));
     await Promise.all(heavyClients);
 
     // The heavy organization was served too (queued within its share, or told to retry), never a 5xx.
@@ -119,5 +118,5 @@ describe("fairness", () => {
     expect(heavyStatuses.every((status) => status === 200 || status === 429)).toBe(true);
     console.log(`fairness: idle ${idle.toFixed(0)} ms, while heavy ${loaded.toFixed(0)} ms, ratio ${(loaded / idle).toFixed(1)}`);
     expect(loaded / idle).toBeLessThan(5);
-  });
+  }, 150_000);
 });

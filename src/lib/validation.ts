@@ -97,8 +97,9 @@ export function describeValueError(error: { type?: number; summary?: string; mes
  * first, on the parsed body, with a 400 naming the key.
  */
 export function checkBodyShape(body: unknown): void {
-  if (body === undefined) return;
-  if (typeof body !== "object" || body === null || Array.isArray(body)) throw badRequest("body: must be a JSON object");
+  // null: no body, or one left unparsed because the credential failed (see authGuard), which answers 401.
+  if (body === undefined || body === null) return;
+  if (typeof body !== "object" || Array.isArray(body)) throw badRequest("body: must be a JSON object");
   const visit = (node: unknown, path: string): void => {
     if (Array.isArray(node)) return node.forEach((item, index) => visit(item, `${path}[${index}]`));
     if (!node || typeof node !== "object") return;

@@ -81,7 +81,7 @@ export class TraceExports {
 
   /**
    * Queues an export; 400 when the recipient is not a member of the organization or the filters are
-   * invalid, 429 past the organization's hourly limit, 403 while the recipient's address is unconfirmed
+   * invalid, 429 past the organization's hourly limit, 400 while the recipient's address is unconfirmed
    * (a confirmation link is mailed to it then).
    */
   async request(project: ProjectRef, body: ExportTracesBody): Promise<{ status: "queued" }> {
@@ -97,7 +97,7 @@ export class TraceExports {
     if (!limit.allowed) throw tooManyRequests(limit.retryAfterSeconds, `At most ${this.config.exportRateLimitPerHour} exports per hour per organization`);
     if (!(await this.confirmations.isConfirmed(member.email))) {
       await this.confirmations.requestConfirmation(member.email);
-      throw new HttpError(403, "recipient: this address has not confirmed it receives Vigil's mail; a confirmation link was mailed to it. Request the export again once it is confirmed");
+      throw badRequest("recipient: this address has not confirmed it receives Vigil's mail; a confirmation link was mailed to it. Request the export again once it is confirmed");
     }
     await this.sql`
       INSERT INTO trace_exports (id, organization_id, project_id, recipient, selection)

@@ -85,7 +85,7 @@ export const tracesModule = (ctx: Context) => {
             summary: "Export traces as CSV",
             description:
               "Queues a CSV of the traces (one row per trace); the recipient, a member of the organization, gets an expiring download link by email. " +
-              "An address that has not confirmed it receives Vigil's mail gets a confirmation link instead, and the request is a 403 until it is confirmed. " +
+              "An address that has not confirmed it receives Vigil's mail gets a confirmation link instead, and the request is a 400 naming `recipient` until it is confirmed. " +
               "Rate limited per organization (EXPORT_RATE_LIMIT per hour; 429 with `Retry-After`).",
           },
         },

@@ -56,8 +56,9 @@ function describeError(code: string | number, error: unknown): ErrorReply | null
   return null;
 }
 
-/** The request path for logs: the token in a claim link is a secret. */
-const loggedPath = (request: Request) => new URL(request.url).pathname.replace(/^\/claim\/[^/]+/, "/claim/:token");
+/** The request path for logs: the token in a claim, reset or invitation link is a secret. */
+const loggedPath = (request: Request) =>
+  new URL(request.url).pathname.replace(/^\/(claim|password\/reset|invitations)\/[^/]+/, (_match, route: string) => `/${route}/:token`);
 
 /** Every route group of Vigil, composed in one place. */
 export function createApp(ctx: Context) {

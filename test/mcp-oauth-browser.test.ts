@@ -23,7 +23,10 @@ function startCallbackServer() {
     hostname: "127.0.0.1",
     port: 0,
     fetch(request) {
-      codes.push(new URL(request.url).searchParams);
+      const url = new URL(request.url);
+      // Browsers also ask for /favicon.ico; only the redirect counts.
+      if (url.pathname !== "/callback") return new Response("not found", { status: 404 });
+      codes.push(url.searchParams);
       return new Response("<!doctype html><title>done</title><p>You can close this window.</p>", { headers: { "content-type": "text/html" } });
     },
   });

@@ -2,6 +2,7 @@ import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { bootstrapAccount, sharedVigil } from "./helpers";
+import { insertScoredTrace } from "./fixtures/scored-traces";
 import { bearer, connectAgent, signedInOwner } from "./oauth-helpers";
 
 setDefaultTimeout(60_000);
@@ -112,5 +113,19 @@ describe("MCP endpoint", () => {
     expect(foreign.isError).toBe(true);
     const aliased = await client.callTool({ name: "listOrganizationProjects", arguments: { organizationId: other.organizationId } });
     expect(aliased.isError).toBe(true);
+
+    // The agent's writes are the user's: an annotation through MCP is authored by them.
+    const project = await owner.apiClient.projects.get(owner.projectSlug);
+    const { traceId } = await insertScoredTrace(vigil.ctx, {
+      organizationId: owner.organizationId,
+      projectId: project.id,
+      input: [{ role: "user", parts: [{ type: "text", content: "What is 2+2?" }] }],
+      output: [{ role: "assistant", parts: [{ type: "text", content: "5" }] }],
+    });
+    const annotation = structured(
+      await client.callTool({ name: "createAnnotation", arguments: { projectSlug: owner.projectSlug, value: 0, passed: false, feedback: "Wrong sum", trace: { by: "id", id: traceId } } }),
+    );
+    expect(annotation).toMatchObject({ sourceId: me.user.id, annotatorId: me.user.id, traceId });
+    expect(await owner.apiClient.annotations.get(owner.projectSlug, annotation.id)).toMatchObject({ sourceId: me.user.id, annotatorId: me.user.id });
   });
 });

@@ -1,4 +1,5 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { purgeExpiredPeopleAndOAuth } from "../src/oauth/purge";
 import { sharedVigil } from "./helpers";
 import { authorize, bearer, connectAgent, pkce, registerClient, signedInOwner, token } from "./oauth-helpers";
 import { WebClient } from "./web-client";
@@ -53,6 +54,25 @@ describe("client registration", () => {
     expect(secretClient.response.status).toBe(400);
     expect(secretClient.body.error).toBe("invalid_client_metadata");
   });
+});
+
+describe("client lifecycle", () => {
+  test("a metadata document on a private-network address is never fetched; clients never authorized are pruned after a day", async () => {
+    const vigil = await sharedVigil();
+    const { web } = await signedInOwner(vigil);
+    const { challenge } = pkce();
+    for (const clientId of ["https://10.0.0.7/agent/client.json", "https://192.168.1.2/agent/client.json", "http://agent.example.com/client.json"]) {
+      const page = await web.get(`/api/auth/mcp/authorize?${new URLSearchParams({ client_id: clientId, redirect_uri: "https://agent.example.com/cb", response_type: "code", code_challenge: challenge, code_challenge_method: "S256" })}`);
+      expect({ clientId, status: page.status, location: page.headers.get("location") }).toEqual({ clientId, status: 400, location: null });
+    }
+
+    const unused = (await registerClient(vigil.url)).body.client_id as string;
+    const { clientId: used } = await connectAgent(vigil, web);
+    await vigil.ctx.sql`UPDATE oauth_clients SET created_at = now() - interval '25 hours' WHERE id IN ${vigil.ctx.sql([unused, used])}`;
+    await purgeExpiredPeopleAndOAuth(vigil.ctx.sql);
+    const left = await vigil.ctx.sql<{ id: string }[]>`SELECT id FROM oauth_clients WHERE id IN ${vigil.ctx.sql([unused, used])}`;
+    expect(left.map((row) => row.id)).toEqual([used]);
+  }, 120_000);
 });
 
 describe("authorization endpoint", () => {

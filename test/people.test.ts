@@ -73,7 +73,7 @@ describe("sessions", () => {
     for (let i = 0; i < 11; i++) statuses.push((await web.post("/login", { email, password: `guess ${i}` })).status);
     expect(statuses.slice(0, 10)).toEqual(Array(10).fill(400));
     expect(statuses[10]).toBe(429);
-  });
+  }, 180_000); // argon2 hashes and verifies a dozen passwords: slow on a loaded machine
 
   test("password reset: a single-use mailed link sets the password and ends the old sessions", async () => {
     const vigil = await sharedVigil();
@@ -95,7 +95,7 @@ describe("sessions", () => {
     expect((await login.post("/login", { email, password: "a brand new password" })).status).toBe(303);
     // An unknown address gets the same answer and no mail.
     expect((await web.post("/password/forgot", { email: "nobody-here@example.com" })).status).toBe(200);
-  });
+  }, 180_000); // argon2 hashes and verifies a dozen passwords: slow on a loaded machine
 
   test("every form refuses a post without its CSRF token, or marked cross-site, and changes nothing", async () => {
     const vigil = await sharedVigil();

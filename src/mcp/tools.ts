@@ -41,7 +41,10 @@ const notTools = new Set(["post /v1/traces", "post /v1/account/bootstrap", "get 
 
 export const isMainApiRoute = (method: string, path: string) => path.startsWith("/v1/") && !notTools.has(`${method} ${path}`);
 
-/** Inlines `#/components/schemas/…` references, so each tool's schema stands alone. */
+/** Formats JSON Schema defines; others (TypeBox's `integer` on numeric strings) only make clients' validators warn. */
+const standardFormats = new Set(["date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer", "relative-json-pointer", "regex"]);
+
+/** Inlines `#/components/schemas/…` references, so each tool's schema stands alone, and drops non-standard formats. */
 function resolveRefs(schema: unknown, components: Record<string, Schema>, depth = 0): any {
   if (Array.isArray(schema)) return schema.map((item) => resolveRefs(item, components, depth));
   if (!schema || typeof schema !== "object") return schema;
@@ -49,7 +52,11 @@ function resolveRefs(schema: unknown, components: Record<string, Schema>, depth 
   if (typeof ref === "string" && ref.startsWith("#/components/schemas/") && depth < 20) {
     return resolveRefs(components[ref.slice("#/components/schemas/".length)] ?? {}, components, depth + 1);
   }
-  return Object.fromEntries(Object.entries(schema).map(([key, value]) => [key, resolveRefs(value, components, depth)]));
+  return Object.fromEntries(
+    Object.entries(schema)
+      .filter(([key, value]) => key !== "format" || typeof value !== "string" || standardFormats.has(value))
+      .map(([key, value]) => [key, resolveRefs(value, components, depth)]),
+  );
 }
 
 const isPlainObjectSchema = (schema: Schema | undefined): schema is Schema =>

@@ -169,10 +169,6 @@ export function createOAuthModel(sql: Sql, clients: OAuthClients): Authorization
       if (marked.count === 0) await revokeGrant(sql, (token.user as GrantingUser).grantId!);
       return marked.count > 0;
     },
-
-    // The library's authenticate() is not used: bearer tokens go through AuthService for every route.
-    async getAccessToken() {
-      return false;
-    },
+    // No getAccessToken: the library's authenticate() is not used; bearer tokens go through AuthService on every route.
   } as unknown as AuthorizationCodeModel & RefreshTokenModel;
 }

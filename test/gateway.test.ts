@@ -191,6 +191,23 @@ describe("runs", () => {
     expect(events.filter((type) => type === "step-started").length).toBe(2);
   });
 
+  test("messages sent with a run follow the compiled prompt", async () => {
+    const res = await api(vigil, `/projects/${projectId}/versions/live/documents/run`, {
+      method: "POST",
+      body: JSON.stringify({ path: "support/greet", parameters: { name: "Di" }, messages: [{ role: "user", content: "extra" }] }),
+    });
+    const body: any = await res.json();
+    expect(res.status).toBe(200);
+    expect(provider.requests.at(-1)!.body.messages.map((m: any) => m.role)).toEqual(["system", "user", "user"]);
+    expect(body.response.text).toBe("Hello, extra");
+    const bad = await api(vigil, `/projects/${projectId}/versions/live/documents/run`, { method: "POST", body: JSON.stringify({ path: "support/greet", messages: [{ role: "robot", content: "x" }] }) });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ name: "BadRequestError", message: expect.stringContaining("messages[0].role") });
+    const missing = await api(vigil, `/projects/${projectId}/versions/live/documents/run`, { method: "POST", body: JSON.stringify({ path: "nope" }) });
+    expect(missing.status).toBe(404);
+    expect(await missing.json()).toMatchObject({ name: "NotFoundError", errorCode: "NotFoundError" });
+  });
+
   test("tool calls without a client handler end the run with the calls requested", async () => {
     const result = (await sdkFor(vigil).prompts.run("tools/weather", {})) as any;
     expect(result.response.toolCalls).toEqual([{ id: expect.any(String), name: "get_weather", arguments: { city: "Paris" } }]);

@@ -1,16 +1,43 @@
 import { ConfigError, loadConfig, type Config } from "./config";
 import { openClickHouse, type ClickHouseStore } from "./db/clickhouse";
-import { DataDirInUseError, lockDataDir } from "./db/data-dir";
+import { DataDirError, DataDirInUseError, lockDataDir } from "./db/data-dir";
 import { migrateClickHouse, migratePostgres } from "./db/migrate";
 import { openPostgres, type Sql } from "./db/postgres";
 import { createLogger, type Logger } from "./lib/log";
 import { ScoreCopier } from "./modules/scores/copy";
+import { rebuildRollups, type RollupScope } from "./db/rollups";
+import { parseArgs } from "node:util";
 import { planLimits } from "./gateway/rate-limit";
 
 interface Stores {
   sql: Sql;
   ch: ClickHouseStore;
   log: Logger;
+}
+
+/** A bad argument: printed as one line with the usage. */
+class UsageError extends Error {}
+
+/** `--project <id or slug>`, `--from <ISO instant>`, `--to <ISO instant>`. */
+async function rollupScope(sql: Sql, args: string[]): Promise<RollupScope> {
+  const { values } = parseArgs({ args, options: { project: { type: "string" }, from: { type: "string" }, to: { type: "string" } } });
+  const scope: RollupScope = {};
+  for (const bound of ["from", "to"] as const) {
+    const value = values[bound];
+    if (value === undefined) continue;
+    const date = new Date(value);
+    if (Number.isNaN(date.getTime())) throw new UsageError(`--${bound}: not an ISO 8601 instant: ${value}`);
+    scope[bound] = date;
+  }
+  if (values.project !== undefined) {
+    const projects = await sql<{ id: string; organization_id: string }[]>`
+      SELECT id, organization_id FROM projects WHERE (id = ${values.project} OR slug = ${values.project}) AND deleted_at IS NULL`;
+    if (projects.length === 0) throw new UsageError(`--project: no project has the id or slug ${values.project}`);
+    if (projects.length > 1) throw new UsageError(`--project: several organizations have a project ${values.project}; give its id`);
+    scope.organizationId = projects[0]!.organization_id;
+    scope.projectId = projects[0]!.id;
+  }
+  return scope;
 }
 
 /** Maintenance commands; each returns the line it prints. */
@@ -22,6 +49,13 @@ const commands: Record<string, { summary: string; run(stores: Stores, args: stri
       return `rebuilt the ClickHouse copy of ${copied} scores`;
     },
   },
+  "rebuild-rollups": {
+    summary: "Recompute the trace and session roll-ups from spans [--project <id|slug>] [--from <ISO>] [--to <ISO>] (idempotent)",
+    async run({ sql, ch }, args) {
+      const rebuilt = await rebuildRollups(ch, await rollupScope(sql, args));
+      return `rebuilt ${rebuilt.map(({ table, rows }) => `${rows} ${table}`).join(", ")} from spans`;
+      },
+    },
   "set-plan": {
     summary: "set-plan <organization id or slug> <hobby|team|enterprise>: the plan that sets its gateway rate limits",
     async run({ sql }, [organization = "", plan = ""]) {
@@ -42,7 +76,7 @@ const commands: Record<string, { summary: string; run(stores: Stores, args: stri
  */
 async function withStores<T>(config: Config, log: Logger, use: (stores: Stores) => Promise<T>): Promise<T> {
   const embedded = config.databaseUrl === null || config.clickhouse.url === null;
-  const unlock = embedded ? lockDataDir(config.dataDir) : () => {};
+  const unlock = embedded ? await lockDataDir(config.dataDir) : () => {};
   try {
     const pg = await openPostgres(config.databaseUrl, config.dataDir, log);
     const ch = openClickHouse(config);
@@ -77,6 +111,14 @@ try {
   }
   if (error instanceof DataDirInUseError) {
     console.error(`vigil: ${error.message}; stop it first, or set DATABASE_URL and CLICKHOUSE_URL`);
+    process.exit(2);
+  }
+  if (error instanceof UsageError || (error as NodeJS.ErrnoException).code?.startsWith("ERR_PARSE_ARGS")) {
+    console.error(`vigil: ${name}: ${(error as Error).message}`);
+    process.exit(2);
+  }
+  if (error instanceof DataDirError) {
+    console.error(`vigil: ${error.message}`);
     process.exit(2);
   }
   console.error(`vigil: ${name} failed: ${(error as Error).message}`);

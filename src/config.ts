@@ -27,17 +27,33 @@ export interface Config {
   otlpGrpcPort: number;
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
   bootstrapRateLimitPerHour: number;
+  /** Trace exports per organization per hour (EXPORT_RATE_LIMIT). */
+  exportRateLimitPerHour: number;
   /** Peers whose `X-Forwarded-For` names the client (TRUSTED_PROXIES); null trusts no one. */
   trustedProxies: BlockList | null;
   ingest: {
     maxBodyBytes: number;
     maxDecompressedBytes: number;
+    bodyGraceMs: number;
+    bodyMinBytesPerSecond: number;
+    /** A span starting more than this after now is rejected (partial success). */
+    maxFutureSkewMs: number;
+    /** Longest attribute value stored; longer ones are truncated with a marker. */
+    maxAttributeValueBytes: number;
+    /** Attributes stored per span; the rest are dropped and counted. */
+    maxAttributesPerSpan: number;
     queueBytes: number;
     maxConcurrentExports: number;
     flushRows: number;
     flushIntervalMs: number;
+    /** Test-only fault injection (VIGIL_TEST_CRASH_AFTER_SPANS_INSERT): the process dies after the `spans` part of its n-th segment insert commits and before the views' parts do. */
+    crashAfterSpansInsert: number | null;
   };
   embeddings: { baseUrl: string; apiKey: string | null; model: string } | null;
+  /** Largest API request body (JSON or form), bytes; OTLP bodies have the ingest limits. */
+  apiMaxBodyBytes: number;
+  /** Limits of every ClickHouse read (READ_TIMEOUT_SECONDS, READ_MAX_MEMORY_BYTES, READ_CONCURRENCY_PER_ORGANIZATION). */
+  reads: { timeoutSeconds: number; maxMemoryBytes: number; concurrencyPerOrganization: number | null };
   /** AI provider variables for the prompt gateway (see src/gateway/providers.ts). */
   providers: ProviderEnv;
 }
@@ -158,18 +174,31 @@ export function loadConfig(env: Env = process.env): Config {
     otlpGrpcPort: intVar(env, "OTLP_GRPC_PORT", 4317, 0, 65535),
     logLevel: enumVar(env, "LOG_LEVEL", ["debug", "info", "warn", "error", "silent"] as const, "info"),
     bootstrapRateLimitPerHour: intVar(env, "BOOTSTRAP_RATE_LIMIT", 10, 1, 1_000_000),
+    exportRateLimitPerHour: intVar(env, "EXPORT_RATE_LIMIT", 10, 1, 1_000_000),
     trustedProxies: addressRangesVar(env, "TRUSTED_PROXIES"),
     ingest: {
       maxBodyBytes: intVar(env, "INGEST_MAX_BODY_BYTES", 16 << 20, 1024, 1 << 30),
       maxDecompressedBytes: intVar(env, "INGEST_MAX_DECOMPRESSED_BYTES", 64 << 20, 1024, 1 << 30),
+      bodyGraceMs: intVar(env, "INGEST_BODY_GRACE_MS", 10_000, 100, 600_000),
+      bodyMinBytesPerSecond: intVar(env, "INGEST_BODY_MIN_BYTES_PER_SECOND", 16 << 10, 1, 1 << 30),
+      maxFutureSkewMs: intVar(env, "INGEST_MAX_FUTURE_SECONDS", 86_400, 0, 365 * 86_400) * 1000,
+      maxAttributeValueBytes: intVar(env, "INGEST_MAX_ATTRIBUTE_VALUE_BYTES", 1 << 20, 1024, 1 << 30),
+      maxAttributesPerSpan: intVar(env, "INGEST_MAX_ATTRIBUTES_PER_SPAN", 1024, 16, 1_000_000),
       queueBytes: intVar(env, "INGEST_QUEUE_BYTES", 256 << 20, 1 << 20, 8 * 2 ** 30),
       maxConcurrentExports: intVar(env, "INGEST_MAX_CONCURRENT_EXPORTS", 32, 1, 100_000),
       flushRows: intVar(env, "INGEST_FLUSH_ROWS", 10_000, 1, 1_000_000),
       flushIntervalMs: intVar(env, "INGEST_FLUSH_MS", 200, 1, 60_000),
+      crashAfterSpansInsert: env.VIGIL_TEST_CRASH_AFTER_SPANS_INSERT ? intVar(env, "VIGIL_TEST_CRASH_AFTER_SPANS_INSERT", 1, 1, 1_000_000) : null,
     },
     embeddings: embeddingsUrl
       ? { baseUrl: embeddingsUrl, apiKey: env.EMBEDDINGS_API_KEY || null, model: env.EMBEDDINGS_MODEL || "text-embedding-3-small" }
       : null,
+    apiMaxBodyBytes: intVar(env, "API_MAX_BODY_BYTES", 4 << 20, 64 << 10, 1 << 30),
+    reads: {
+      timeoutSeconds: intVar(env, "READ_TIMEOUT_SECONDS", 30, 1, 3600),
+      maxMemoryBytes: intVar(env, "READ_MAX_MEMORY_BYTES", 2 ** 30, 64 << 20, 2 ** 40),
+      concurrencyPerOrganization: env.READ_CONCURRENCY_PER_ORGANIZATION ? intVar(env, "READ_CONCURRENCY_PER_ORGANIZATION", 1, 1, 1000) : null,
+    },
     providers: providersVar(env),
   };
 }

@@ -1,5 +1,5 @@
 import { ConfigError, loadConfig } from "./config";
-import { DataDirInUseError } from "./db/data-dir";
+import { DataDirError } from "./db/data-dir";
 import { ListenError, startVigil } from "./server";
 
 let config;
@@ -14,15 +14,24 @@ try {
 }
 
 const vigil = await startVigil(config).catch((error) => {
-  if (error instanceof DataDirInUseError || error instanceof ListenError) {
+  if (error instanceof DataDirError || error instanceof ListenError) {
     console.error(`vigil: ${error.message}`);
     process.exit(2);
   }
   throw error;
 });
-let signals = 0;
+/**
+ * `bun run start` forwards the signals it gets to Vigil, so a signal sent to the whole process group (systemd's
+ * default, a terminal's Ctrl-C) arrives twice within moments: that is one request to stop. Only a Ctrl-C pressed
+ * again later forces the exit; a supervisor that runs out of patience sends SIGKILL.
+ */
+let shutdownStartedAt: number | null = null;
 const shutdown = (signal: string) => {
-  if (++signals > 1) process.exit(1);
+  if (shutdownStartedAt !== null) {
+    if (signal === "SIGINT" && performance.now() - shutdownStartedAt > 1_000) process.exit(1);
+    return;
+  }
+  shutdownStartedAt = performance.now();
   vigil.ctx.log.info("signal received", { signal });
   vigil.stop().then(
     () => process.exit(0),

@@ -36,7 +36,9 @@ describe("health and discovery", () => {
     const doc = (await (await fetch(url + "/openapi.json")).json()) as { paths: Record<string, Record<string, { tags?: string[] }>> };
     const groups: Record<string, string[]> = {
       health: ["get /health", "get /v1/health", "get /.well-known/oauth-protected-resource", "get /.well-known/oauth-protected-resource/v1/mcp"],
-      account: ["post /v1/account/bootstrap", "get /v1/account", "get /claim/{token}", "post /claim/{token}"],
+      account: ["post /v1/account/bootstrap", "get /v1/account", "post /v1/account/claim"],
+      members: ["get /v1/members", "post /v1/members", "get /v1/members/{memberId}", "patch /v1/members/{memberId}", "delete /v1/members/{memberId}"],
+      "oauth-keys": ["get /v1/oauth-keys", "get /v1/oauth-keys/{oauthKeyId}", "delete /v1/oauth-keys/{oauthKeyId}"],
       projects: [
         "post /v1/projects",
         "get /v1/projects",

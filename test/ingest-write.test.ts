@@ -147,7 +147,7 @@ describe("span writer", () => {
 
     const stored = await select<Record<string, unknown>>(
       store,
-      `SELECT * EXCEPT (start_time, end_time, ingested_at), toString(toUnixTimestamp64Nano(start_time)) AS start_time, toString(toUnixTimestamp64Nano(end_time)) AS end_time
+      `SELECT * EXCEPT (start_time, end_time, ingested_at, wal_segment), toString(toUnixTimestamp64Nano(start_time)) AS start_time, toString(toUnixTimestamp64Nano(end_time)) AS end_time
        FROM ${store.database}.spans WHERE organization_id = ${sqlString(organization)} ORDER BY span_id`,
     );
     expect(stored).toEqual([...rows].sort((a, b) => a.span_id.localeCompare(b.span_id)) as unknown as Record<string, unknown>[]);
@@ -157,7 +157,7 @@ describe("span writer", () => {
       `SELECT trace_id, sum(span_count) AS span_count, sum(error_count) AS error_count, sum(tokens_input) AS tokens_input,
               sum(cost_total_microcents) AS cost, toString(toUnixTimestamp64Nano(min(start_time))) AS start_time,
               toString(toUnixTimestamp64Nano(max(end_time))) AS end_time, any(root_span_id) AS root_span_id,
-              argMinMerge(time_to_first_token_ns) AS ttft, argMaxMerge(last_llm_span_id) AS last_llm_span_id,
+              toString(toUnixTimestamp64Nano(min(first_token_at))) AS first_token_at, argMaxMerge(last_llm_span_id) AS last_llm_span_id,
               arraySort(groupUniqArrayArray(tags)) AS tags
        FROM ${store.database}.traces WHERE organization_id = ${sqlString(organization)} GROUP BY trace_id ORDER BY trace_id`,
     );
@@ -176,7 +176,12 @@ describe("span writer", () => {
           start_time: firstStarted.start_time,
           end_time: lastEnded.end_time,
           root_span_id: spans.find((span) => span.parent_span_id === "")!.span_id,
-          ttft: firstStarted.time_to_first_token_ns,
+          first_token_at: String(
+            spans
+              .filter((span) => ["chat", "text_completion", "generate_content"].includes(span.operation) && !span.is_usage_wrapper && span.time_to_first_token_ns > 0)
+              .map((span) => BigInt(span.start_time) + BigInt(span.time_to_first_token_ns))
+              .reduce((a, b) => (b < a ? b : a)),
+          ),
           last_llm_span_id: lastEnded.span_id,
           tags: [...new Set(spans.flatMap((span) => span.tags))].sort(),
         };

@@ -16,10 +16,10 @@ export interface VigilProcess {
   exited: Promise<number | null>;
 }
 
-/** Runs `bun run src/index.ts` as its own process group, the way an operator starts Vigil. */
-export async function spawnVigil(dataDir: string, env: Record<string, string> = {}, timeoutMs = 60_000): Promise<VigilProcess> {
+/** Runs `bun run src/index.ts` (or `command`) as its own process group, the way an operator starts Vigil. */
+export async function spawnVigil(dataDir: string, env: Record<string, string> = {}, timeoutMs = 60_000, command = ["run", "src/index.ts"]): Promise<VigilProcess> {
   const port = await freeLoopbackPort();
-  const child = spawn("bun", ["run", "src/index.ts"], {
+  const child = spawn("bun", command, {
     cwd: root,
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { connect } from "node:net";
 import { join } from "node:path";
 import { LatitudeClient } from "@latitude-data/sdk";
@@ -22,6 +22,20 @@ const processGroup = (pid: number) => {
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
   return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]);
 };
+
+/** Pids of the processes that stop the postmaster `postgresPid` when Vigil dies. */
+const watchdogsOf = (postgresPid: number) =>
+  readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((pid) => {
+      try {
+        const args = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+        return args.includes("vigil-postgres-watchdog") && args.includes(String(postgresPid));
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
 
 afterAll(() => {
   for (const vigil of started) killWithPostgres(vigil);
@@ -50,11 +64,42 @@ describe("restart on the same data directory", () => {
     expect(await second.exited).toBe(0);
   });
 
-  test("restart after SIGKILL of Vigil alone reclaims the orphaned postgres", async () => {
+  test("after a SIGKILL of Vigil's process group its postgres stops by itself, and a restart works", async () => {
     const vigil = await start();
     const postgresPid = postmasterPid(dataDir);
+    killGroup(vigil.child, "SIGKILL");
+    const deadline = performance.now() + 15_000;
+    while (isAlive(postgresPid) && performance.now() < deadline) await Bun.sleep(50);
+    expect(isAlive(postgresPid)).toBe(false);
+
+    const next = await start();
+    const client = new LatitudeClient({ baseUrl: next.url, apiKey } as never);
+    expect((await client.projects.get(projectSlug)).name).toBe("Survivor");
+    killGroup(next.child, "SIGTERM");
+    expect(await next.exited).toBe(0);
+  });
+
+  test("a restart right after a SIGKILL of Vigil's process group starts, as a supervisor's would", async () => {
+    const vigil = await start();
+    killGroup(vigil.child, "SIGKILL");
+    // Not waiting for the killed process to be reaped, nor for its postgres to stop.
+    await Bun.sleep(300);
+    const next = await start();
+    const client = new LatitudeClient({ baseUrl: next.url, apiKey } as never);
+    expect((await client.projects.get(projectSlug)).name).toBe("Survivor");
+    killGroup(next.child, "SIGTERM");
+    expect(await next.exited).toBe(0);
+  });
+
+  test("restart after SIGKILL of Vigil and its postgres watchdog reclaims the orphaned postgres", async () => {
+    const vigil = await start();
+    const postgresPid = postmasterPid(dataDir);
+    const watchdogs = watchdogsOf(postgresPid);
+    expect(watchdogs).toHaveLength(1);
+    for (const pid of watchdogs) process.kill(pid, "SIGKILL");
     process.kill(vigil.child.pid!, "SIGKILL");
     await vigil.exited;
+    await Bun.sleep(1_000);
     expect(isAlive(postgresPid)).toBe(true);
 
     const next = await start();
@@ -150,14 +195,20 @@ describe("graceful shutdown", () => {
     };
   }
 
-  const signals: [string, string, (vigil: VigilProcess) => void][] = [
+  const bunRunStart = ["run", "start"];
+  const signals: [string, string, (vigil: VigilProcess) => void, string[]?][] = [
     ["SIGTERM to Vigil", "sigterm", (vigil) => process.kill(vigil.child.pid!, "SIGTERM")],
     ["Ctrl-C (SIGINT to its whole process group)", "ctrl-c", (vigil) => killGroup(vigil.child, "SIGINT")],
+    // What systemd's KillMode=control-group and `kill -TERM -PGID` do.
+    ["With `bun run start`, SIGTERM to the whole process group", "start-group", (vigil) => killGroup(vigil.child, "SIGTERM"), bunRunStart],
+    // What `docker stop` does: the top process alone.
+    ["With `bun run start`, SIGTERM to the top process", "start-top", (vigil) => process.kill(vigil.child.pid!, "SIGTERM"), bunRunStart],
+    ["With `bun run start`, Ctrl-C", "start-ctrl-c", (vigil) => killGroup(vigil.child, "SIGINT"), bunRunStart],
   ];
-  for (const [signal, name, send] of signals) {
+  for (const [signal, name, send, command] of signals) {
     test(`${signal} finishes the request in flight, then stops postgres and exits 0`, async () => {
       const dir = join(testRoot, `shutdown-${name}`);
-      const vigil = await spawnVigil(dir);
+      const vigil = await spawnVigil(dir, {}, 60_000, command);
       started.push(vigil);
       const { account } = await bootstrapAccount(vigil.url);
       const postgresPid = postmasterPid(dir);

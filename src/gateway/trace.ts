@@ -154,5 +154,5 @@ export function runTraceBody(record: RunTraceRecord): Uint8Array {
 /** Sends the run's spans through the ingest pipeline as the run's API key; resolves once they are durable. */
 export async function recordRunTrace(ingest: IngestPipeline, owner: { organizationId: string; apiKeyId: string }, record: RunTraceRecord): Promise<void> {
   const outcome = await ingest.exportAs(owner, { encoding: "json", bytes: runTraceBody(record) });
-  if (outcome.rejectedSpans) throw new Error(`gateway trace partly rejected: ${outcome.errorMessage}`);
+  if (outcome.rejected) throw new Error(`gateway trace partly rejected: ${outcome.errorMessage}`);
 }

@@ -1,7 +1,7 @@
 /**
  * What identifies the rows of one write-ahead log segment: their organizations, projects and traces and the
- * range of their start times. A segment's insert looks these up in `spans` to skip spans ClickHouse already
- * holds (an export retried after its answer was lost), so the trace and session roll-ups, which add up
+ * range of their start times. A segment's insert looks these up in `spans` to skip spans another segment already
+ * stored (an export retried after its answer was lost), so the trace and session roll-ups, which add up
  * every row inserted, count each span once.
  */
 export class SpanKeys {
@@ -42,12 +42,12 @@ export class SpanKeys {
 }
 
 /**
- * The spans of `database` that have the key of a row of the segment: a read bounded by the sort key's
- * tenant and time prefix, narrowed by the trace id skip index. A retried span has the very start time of the
- * first one, so the time range loses nothing.
+ * The spans of `database` that have the key of a row of the segment and that another segment stored: a read
+ * bounded by the sort key's tenant and time prefix, narrowed by the trace id skip index. A retried span has the
+ * very start time of the first one, so the time range loses nothing.
  */
-export const alreadyStoredSpans = (database: string) => `
+export const spansStoredByOtherSegments = (database: string) => `
   SELECT organization_id, project_id, trace_id, span_id FROM ${database}.spans
   WHERE organization_id IN {organizationIds:Array(String)} AND project_id IN {projectIds:Array(String)}
     AND start_time BETWEEN fromUnixTimestamp64Nano({fromNanos:Int64}, 'UTC') AND fromUnixTimestamp64Nano({toNanos:Int64}, 'UTC')
-    AND trace_id IN {traceIds:Array(String)}`;
+    AND trace_id IN {traceIds:Array(String)} AND wal_segment != {walSegment:String}`;

@@ -8,7 +8,7 @@ import type { Logger } from "../lib/log";
 import { SpanBatcher, type BatchLimits } from "./batch";
 import type { SpanRow } from "./row";
 import { completeRows, parseStructure, spanColumnList, spanColumns, spanStructure } from "./rowbinary";
-import { alreadyStoredSpans } from "./span-keys";
+import { spansStoredByOtherSegments } from "./span-keys";
 import { Wal, type SealedSegment } from "./wal";
 
 /** The batch → write stages as the receiver sees them. */
@@ -47,6 +47,8 @@ export interface SpanWriterOptions {
   retryDelayMs: number;
   maxRetryDelayMs: number;
   closeTimeoutMs: number;
+  /** Test-only: see `Config.ingest.crashAfterSpansInsert`. */
+  crashAfterSpansInsert?: number | null;
 }
 
 export function spanWriterOptions(config: Config, store: ClickHouseStore, log: Logger): SpanWriterOptions {
@@ -64,6 +66,7 @@ export function spanWriterOptions(config: Config, store: ClickHouseStore, log: L
     retryDelayMs: 100,
     maxRetryDelayMs: 10_000,
     closeTimeoutMs: 10_000,
+    crashAfterSpansInsert: config.ingest.crashAfterSpansInsert,
   };
 }
 
@@ -95,9 +98,12 @@ const insertSettings = (segment: SealedSegment) =>
 type InsertSegment = (segment: SealedSegment) => Promise<void>;
 
 /**
- * Inserts the segment's rows but those whose span ClickHouse already holds, and each span of the segment once:
- * the roll-ups' materialized views then see every span exactly once, however often an exporter sent it. A
- * segment of an earlier row format inserts the columns the table still has; the others take their defaults.
+ * Inserts the segment's rows but those whose span another segment already stored, and each span of the segment
+ * once: the roll-ups' materialized views then see every span exactly once, however often an exporter sent it.
+ * Rows are tagged with their segment and the lookup never skips the segment's own rows, so an insert retried or
+ * replayed after a crash sends the same rows under the same token: ClickHouse deduplicates them in `spans` and
+ * in each view's table on its own, writing only the parts the interrupted insert had not committed. A segment
+ * of an earlier row format inserts the columns the table still has; the others take their defaults.
  */
 function insertNewSpans(store: SpanStore, tableColumns: ReadonlySet<string>, segment: SealedSegment, source: string) {
   const columns =
@@ -107,11 +113,13 @@ function insertNewSpans(store: SpanStore, tableColumns: ReadonlySet<string>, seg
           .map(([name]) => name)
           .filter((name) => tableColumns.has(name))
           .join(", ");
-  return `INSERT INTO ${store.database}.spans (${columns}) SETTINGS ${insertSettings(segment)}
-  SELECT ${columns} FROM ${source}
-  WHERE (organization_id, project_id, trace_id, span_id) NOT IN (${alreadyStoredSpans(store.database)})
+  return `INSERT INTO ${store.database}.spans (${columns}, wal_segment) SETTINGS ${insertSettings(segment)}
+  SELECT ${columns}, {walSegment:String} FROM ${source}
+  WHERE (organization_id, project_id, trace_id, span_id) NOT IN (${spansStoredByOtherSegments(store.database)})
   LIMIT 1 BY organization_id, project_id, trace_id, span_id`;
 }
+
+const insertParams = (segment: SealedSegment) => ({ ...segment.keys.queryParams(), walSegment: segment.name });
 
 /** `tableColumns`: the columns `spans` has, as `assertSpanColumns` found them. */
 export function segmentInserter(store: SpanStore, tableColumns: ReadonlySet<string>): InsertSegment {
@@ -120,18 +128,36 @@ export function segmentInserter(store: SpanStore, tableColumns: ReadonlySet<stri
     return async (segment) => {
       await store.client.command({
         query: insertNewSpans(store, tableColumns, segment, `file(${sqlString(segment.path)}, 'RowBinary', ${sqlString(segment.structure)})`),
-        query_params: segment.keys.queryParams(),
+        query_params: insertParams(segment),
       });
     };
   }
   return async (segment) => {
     const result = await store.client.exec({
       query: `${insertNewSpans(store, tableColumns, segment, `input(${sqlString(segment.structure)})`)} FORMAT RowBinary`,
-      query_params: segment.keys.queryParams(),
+      query_params: insertParams(segment),
       values: createReadStream(segment.path, { end: segment.bytes - 1 }),
     });
     result.stream.resume();
     await finished(result.stream);
+  };
+}
+
+/**
+ * Test-only fault injection: a crash in the window between the commit of the segment's `spans` part and its
+ * views' parts, made deterministic. The views are detached (a restart attaches them again), the segment
+ * inserted, and the process killed as a crash would.
+ */
+function crashingAfterSpansInsert(store: SpanStore, insert: InsertSegment): InsertSegment {
+  return async (segment) => {
+    const result = await store.client.query({
+      query: "SELECT name FROM system.tables WHERE database = {database:String} AND engine = 'MaterializedView'",
+      query_params: { database: store.database },
+      format: "JSONEachRow",
+    });
+    for (const { name } of await result.json<{ name: string }>()) await store.client.command({ query: `DETACH TABLE ${store.database}.${name}` });
+    await insert(segment);
+    process.kill(process.pid, "SIGKILL");
   };
 }
 
@@ -179,6 +205,7 @@ class WalSpanWriter implements SpanWriter {
    * segment before it. chdb's insert keeps every core busy anyway, and a server takes large inserts quickly.
    */
   private readonly inserter: Promise<void>;
+  private segmentsInserted = 0;
 
   constructor(
     private readonly batcher: SpanBatcher,
@@ -230,10 +257,11 @@ class WalSpanWriter implements SpanWriter {
   /** Retries until the insert succeeds; false when stopped at close, leaving the segment for the next start. */
   private async insertUntilDone(segment: SealedSegment): Promise<boolean> {
     const { log, retryDelayMs, maxRetryDelayMs } = this.options;
+    const insert = ++this.segmentsInserted === this.options.crashAfterSpansInsert ? crashingAfterSpansInsert(this.options.store, this.insert) : this.insert;
     for (let attempt = 0; ; attempt++) {
       const started = performance.now();
       try {
-        await this.insert(segment);
+        await insert(segment);
         log.debug("spans inserted", { segment: segment.name, rows: segment.rows, ms: Math.round(performance.now() - started) });
         break;
       } catch (error) {

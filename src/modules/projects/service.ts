@@ -1,7 +1,7 @@
 import type { Queryable, Sql } from "../../db/postgres";
 import { badRequest, conflict, notFound } from "../../lib/errors";
 import { newId, slugify } from "../../lib/ids";
-import { decodeCursor, pageLimit, toPage, type Page } from "../../lib/pagination";
+import { cursorTimestamp, decodeCursor, pageLimit, toPage, type Page } from "../../lib/pagination";
 import type { Principal } from "../auth/service";
 import type { RedactionPolicies } from "../../ingest/redaction-policy";
 import { flaggerSlugs, type FlaggersPatch, type Project, type ProjectSettings, type RedactionSetting, type UpdateProjectBody } from "./model";
@@ -131,8 +131,6 @@ export async function setOrganizationRedaction(sql: Queryable, organizationId: s
   return { policy: row.redaction_policy, locked: row.redaction_locked };
 }
 
-const cursorTimestamp = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
-
 /** What ingest caches about projects: told when it goes stale in this process. */
 interface IngestCaches {
   redaction: Pick<RedactionPolicies, "invalidate">;
@@ -162,7 +160,7 @@ export class ProjectsService {
   async list(organizationId: string, query: { cursor?: string; limit?: number }): Promise<Page<Project>> {
     const limit = pageLimit(query.limit);
     const after = query.cursor ? decodeCursor(query.cursor, 2) : null;
-    if (after && !cursorTimestamp.test(after[0]!)) throw badRequest("cursor: is not a cursor returned by this list");
+    if (after) cursorTimestamp(after[0]!);
     const rows = await this.sql<(ProjectRow & { created_at_key: string })[]>`
       SELECT *, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at_key
       FROM projects

@@ -38,9 +38,10 @@ const aggregates = {
     spans: "groupUniqArrayIf(toString(tool_name), operation = 'execute_tool' AND tool_name != '')",
   },
   defined_tools: { rollup: "groupUniqArrayArray(defined_tools)", spans: "groupUniqArrayArray(defined_tools)" },
-  time_to_first_token_ns: {
-    rollup: "argMinMerge(time_to_first_token_ns)",
-    spans: `argMinIf(time_to_first_token_ns, start_time, ${llmCompletion})`,
+  /** The first token of the trace's earliest completion that measured one; NULL when none did. */
+  first_token_at: {
+    rollup: "min(first_token_at)",
+    spans: `minOrNullIf(fromUnixTimestamp64Nano(toInt64(toUnixTimestamp64Nano(start_time) + time_to_first_token_ns), 'UTC'), ${llmCompletion} AND time_to_first_token_ns > 0)`,
   },
   last_llm_span_id: { rollup: "argMaxMerge(last_llm_span_id)", spans: `argMaxIf(span_id, end_time, ${llmCompletion})` },
 } as const;
@@ -56,6 +57,11 @@ const derived = {
   tokens_total: {
     needs: ["tokens_input", "tokens_output", "tokens_cache_read", "tokens_cache_create", "tokens_reasoning"],
     sql: "a_tokens_input + a_tokens_output + a_tokens_cache_read + a_tokens_cache_create + a_tokens_reasoning",
+  },
+  /** From the trace's start to its first token; 0 when no completion measured one. */
+  time_to_first_token_ns: {
+    needs: ["start_time", "first_token_at"],
+    sql: "if(a_first_token_at IS NULL, 0, toUInt64(toUnixTimestamp64Nano(a_first_token_at) - toUnixTimestamp64Nano(a_start_time)))",
   },
   cache_hit_rate: {
     needs: ["tokens_input", "tokens_cache_read", "tokens_cache_create"],

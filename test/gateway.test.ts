@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { Latitude } from "latitude-gateway-sdk";
 import type { Vigil } from "../src/server";
 import { startFakeProvider, type FakeProvider } from "./gateway-provider";
-import { bootstrapAccount, startTestVigil, stopTestStores } from "./helpers";
+import { bootstrapAccount, startTestVigil } from "./helpers";
 
 setDefaultTimeout(60_000);
 
@@ -68,8 +68,9 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  await second?.stop();
+  await vigil?.stop();
   provider?.stop();
-  await stopTestStores();
 });
 
 describe("projects, versions and prompts", () => {

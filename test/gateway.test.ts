@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { Latitude } from "latitude-gateway-sdk";
 import type { Vigil } from "../src/server";
 import { startFakeProvider, type FakeProvider } from "./gateway-provider";
-import { bootstrapAccount, startTestVigil, stopTestStores } from "./helpers";
+import { bootstrapAccount, startTestVigil } from "./helpers";
 
 setDefaultTimeout(60_000);
 
@@ -68,8 +68,9 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  await second?.stop();
+  await vigil?.stop();
   provider?.stop();
-  await stopTestStores();
 });
 
 describe("projects, versions and prompts", () => {
@@ -189,6 +190,23 @@ describe("runs", () => {
     expect(result.response.text).toBe("Hello, second");
     expect(result.conversation.map((m: any) => m.role)).toEqual(["user", "assistant", "user", "assistant"]);
     expect(events.filter((type) => type === "step-started").length).toBe(2);
+  });
+
+  test("messages sent with a run follow the compiled prompt", async () => {
+    const res = await api(vigil, `/projects/${projectId}/versions/live/documents/run`, {
+      method: "POST",
+      body: JSON.stringify({ path: "support/greet", parameters: { name: "Di" }, messages: [{ role: "user", content: "extra" }] }),
+    });
+    const body: any = await res.json();
+    expect(res.status).toBe(200);
+    expect(provider.requests.at(-1)!.body.messages.map((m: any) => m.role)).toEqual(["system", "user", "user"]);
+    expect(body.response.text).toBe("Hello, extra");
+    const bad = await api(vigil, `/projects/${projectId}/versions/live/documents/run`, { method: "POST", body: JSON.stringify({ path: "support/greet", messages: [{ role: "robot", content: "x" }] }) });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ name: "BadRequestError", message: expect.stringContaining("messages[0].role") });
+    const missing = await api(vigil, `/projects/${projectId}/versions/live/documents/run`, { method: "POST", body: JSON.stringify({ path: "nope" }) });
+    expect(missing.status).toBe(404);
+    expect(await missing.json()).toMatchObject({ name: "NotFoundError", errorCode: "NotFoundError" });
   });
 
   test("tool calls without a client handler end the run with the calls requested", async () => {

@@ -146,7 +146,7 @@ export const gatewayModule = (ctx: Context) => {
   const { versions, prompts, runs, conversations, bus, limits } = gatewayServices(ctx);
   return new Elysia({ name: "gateway", prefix: "/api/v3", detail: { tags: ["gateway"] } })
     .use(authGuard(ctx.auth))
-    .onBeforeHandle({ as: "scoped" }, async ({ principal, set }) => {
+    .onBeforeHandle(async ({ principal, set }) => {
       // authGuard's derive has run: without a principal the request was a 401 already.
       const caller = principal!;
       Object.assign(set.headers, await limits.check(caller.organizationId, caller.apiKeyId ?? caller.userId ?? caller.organizationId));

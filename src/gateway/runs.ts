@@ -158,7 +158,6 @@ function classify(error: unknown, signal: AbortSignal): GatewayError {
 const numberOr = (value: unknown) => (typeof value === "number" ? value : undefined);
 
 export class RunsService {
-  private active = new Map<string, ActiveRun>();
   /** Runs that answered and are storing how they ended. */
   private finishing = new Map<string, Promise<void>>();
   /** Trace writes still in flight, so an annotation right after a run finds its trace. */
@@ -226,6 +225,7 @@ export class RunsService {
     } catch (error) {
       throw badRequest((error as Error).message);
     }
+    const clientTools = this.clientTools(body);
     await this.finished(conversationUuid);
     const existing = await this.conversation(principal.organizationId, conversationUuid);
     const [row] = await this.ctx.sql<ConversationRow[]>`
@@ -233,7 +233,7 @@ export class RunsService {
       WHERE uuid = ${existing.uuid} AND status NOT IN ('running', 'queued') RETURNING *`;
     if (!row) throw conflict("The conversation has a run in progress");
     await this.ctx.sql`DELETE FROM gateway_run_events WHERE conversation_uuid = ${row.uuid}`;
-    const plan: RunPlan = { kind: "chat", content: "", parameters: {}, messages: [...row.messages, ...messages], clientTools: this.clientTools(body) };
+    const plan: RunPlan = { kind: "chat", content: "", parameters: {}, messages: [...row.messages, ...messages], clientTools };
     return this.begin(row, plan, Promise.resolve());
   }
 
@@ -289,14 +289,12 @@ export class RunsService {
   private begin(row: ConversationRow, plan: RunPlan, stored: Promise<void>): ActiveRun {
     const writer = this.bus.writer(row.uuid, stored);
     const run = new ActiveRun(row, (event) => writer.push(event));
-    this.active.set(row.uuid, run);
     const unregister = this.bus.onStop(row.uuid, () => run.controller.abort(new Error("stopped")));
     run.result = (async () => {
       try {
         return await this.execute(run, plan, stored);
       } finally {
         unregister();
-        this.active.delete(row.uuid);
       }
     })();
     // Stored events serve followers; the run's own answer does not wait for them.

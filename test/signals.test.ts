@@ -268,7 +268,7 @@ describe("signal routes through the official client", () => {
     // The body is quoted-printable: undo its soft line breaks before reading the CSV.
     const bodyOf = (mail: string) => mail.replaceAll("=\r\n", "").split("\r\n\r\n").slice(1).join("\r\n\r\n");
     let csv = "";
-    for (let i = 0; i < 300 && !csv.includes(`${id},${slug},`); i++) {
+    for (let i = 0; i < 150 && !csv.includes(`${id},${slug},`); i++) {
       await Bun.sleep(200);
       const files = existsSync(outbox) ? readdirSync(outbox) : [];
       csv = bodyOf(files.map((file) => readFileSync(join(outbox, file), "utf8")).find((text) => text.includes(email)) ?? "");

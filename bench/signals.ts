@@ -72,6 +72,8 @@ const discovery = signalsRuntime(vigil.ctx).discovery;
 const cpuBefore = process.cpuUsage();
 const started = performance.now();
 await discovery.drain();
+// The scheduled discovery job may hold the last batches: the run ends when no event is pending.
+while ((await sql`SELECT 1 FROM failed_score_events WHERE consumed_at IS NULL LIMIT 1`).length) await Bun.sleep(50);
 const seconds = (performance.now() - started) / 1000;
 const cpu = process.cpuUsage(cpuBefore);
 // The scheduled discovery job may have taken some batches in parallel: count what is linked.

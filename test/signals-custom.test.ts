@@ -12,6 +12,7 @@ import { startFakeProvider, type FakeProvider } from "./fixtures/fake-provider";
 import { sdkFailure } from "./sdk";
 
 setDefaultTimeout(60_000);
+// Hooks that start a Vigil get longer: on a loaded machine the embedded PostgreSQL alone can take a minute.
 
 const text = (role: string, content: string) => ({ role, parts: [{ type: "text", content }] });
 
@@ -38,7 +39,7 @@ beforeAll(async () => {
   const off = Object.fromEntries(flaggerSlugs.map((flagger) => [flagger, false]));
   await client.projects.update(slug, { flaggers: off } as never);
   detectors = new TraceDetectors(vigil.ctx);
-});
+}, 180_000);
 
 afterAll(async () => {
   await vigil.stop();

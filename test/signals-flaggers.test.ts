@@ -11,6 +11,7 @@ import { insertSpans, newSpanId, spanRow } from "./fixtures/spans";
 import { startFakeProvider, type FakeProvider } from "./fixtures/fake-provider";
 
 setDefaultTimeout(60_000);
+// Hooks that start a Vigil get longer: on a loaded machine the embedded PostgreSQL alone can take a minute.
 
 const text = (role: string, content: string) => ({ role, parts: [{ type: "text", content }] });
 const call = (id: string | null, name: string, args: unknown) => ({ role: "assistant", parts: [{ type: "tool_call", id, name, arguments: args }] });
@@ -24,7 +25,7 @@ beforeAll(async () => {
   const { client, account } = await bootstrapAccount(vigil.url);
   const project = await client.projects.get(account.projectSlug);
   tenant = { organizationId: project.organizationId, projectId: project.id };
-});
+}, 180_000);
 
 /** The flagger results of a conversation stored as ingest stores it: history as input, the last turn as output. */
 async function flag(input: unknown[], output: unknown[], slugs: FlaggerSlug[] = [...flaggerSlugs]) {
@@ -131,7 +132,7 @@ describe("on quiet traces", () => {
     const project = await client.projects.get(slug);
     ownTenant = { organizationId: project.organizationId, projectId: project.id };
     detectors = new TraceDetectors(own.ctx);
-  });
+  }, 180_000);
 
   afterAll(async () => {
     await own.stop();

@@ -337,11 +337,16 @@ async function lockSignals(tx: Queryable, ids: string[]) {
     SELECT id, centroid, centroid_at FROM signals WHERE id IN ${tx(ids)} ORDER BY id FOR UPDATE`;
 }
 
-async function insertSignal(tx: Queryable, signal: Candidate, first: ClaimedEvent) {
-  const base = slugify(signal.name, "signal");
+/** A slug from the name, unique among the project's signals (the id's tail added when taken). */
+export async function signalSlug(tx: Queryable, projectId: string, name: string, id: string): Promise<string> {
+  const base = slugify(name, "signal");
   const [taken] = await tx<{ taken: boolean }[]>`
-    SELECT EXISTS (SELECT 1 FROM signals WHERE project_id = ${signal.projectId} AND slug = ${base} AND deleted_at IS NULL) AS taken`;
-  const slug = taken!.taken ? `${base}-${signal.id.slice(-6)}` : base;
+    SELECT EXISTS (SELECT 1 FROM signals WHERE project_id = ${projectId} AND slug = ${base} AND deleted_at IS NULL) AS taken`;
+  return taken!.taken ? `${base}-${id.slice(-6)}` : base;
+}
+
+async function insertSignal(tx: Queryable, signal: Candidate, first: ClaimedEvent) {
+  const slug = await signalSlug(tx, signal.projectId, signal.name, signal.id);
   const visible = signal.annotated || signal.members >= discovery.visibleAtMembers;
   await tx`
     INSERT INTO signals (id, organization_id, project_id, slug, name, description, source, visible_at, member_count, centroid, centroid_at)

@@ -1,7 +1,8 @@
 import { Value } from "@sinclair/typebox/value";
 import type { Sql } from "../../db/postgres";
 import { badRequest } from "../../lib/errors";
-import { newId, sha256Hex, slugify } from "../../lib/ids";
+import { newId, sha256Hex } from "../../lib/ids";
+import { signalSlug } from "./discovery";
 import { describeValueError } from "../../lib/validation";
 import { validateTraceFilters } from "../traces/filters";
 import type { ProjectRef } from "../traces/service";
@@ -52,10 +53,7 @@ export async function createCustomSignal(sql: Sql, project: ProjectRef, body: Cr
   const id = newId();
   const evaluationId = newId();
   return sql.begin(async (tx) => {
-    const base = slugify(body.name, "signal");
-    const [taken] = await tx<{ taken: boolean }[]>`
-      SELECT EXISTS (SELECT 1 FROM signals WHERE project_id = ${project.id} AND slug = ${base} AND deleted_at IS NULL) AS taken`;
-    const slug = taken!.taken ? `${base}-${id.slice(-6)}` : base;
+    const slug = await signalSlug(tx, project.id, body.name, id);
     await tx`
       INSERT INTO signals (id, organization_id, project_id, slug, name, description, source, priority, visible_at, named_at)
       VALUES (${id}, ${project.organizationId}, ${project.id}, ${slug}, ${body.name}, ${body.description}, 'custom', ${body.priority ?? null}, now(), now())`;

@@ -95,9 +95,10 @@ export const ListSignalsQuery = t.Object({
   cursor: t.Optional(t.String()),
   limit: t.Optional(t.Integer()),
   query: t.Optional(t.String({ description: "Words searched in the signals' names and descriptions" })),
-  lifecycleGroup: t.Optional(t.UnionEnum(["active", "archived"])),
-  sortBy: t.Optional(t.UnionEnum(["lastSeen", "occurrences", "state"])),
-  sortDirection: t.Optional(t.UnionEnum(["asc", "desc"])),
+  // Literal unions, not UnionEnum: Elysia fills an omitted optional UnionEnum with its first value.
+  lifecycleGroup: t.Optional(t.Union([t.Literal("active"), t.Literal("archived")])),
+  sortBy: t.Optional(t.Union([t.Literal("lastSeen"), t.Literal("occurrences"), t.Literal("state")])),
+  sortDirection: t.Optional(t.Union([t.Literal("asc"), t.Literal("desc")])),
   fromIso: t.Optional(Iso),
   toIso: t.Optional(Iso),
 });
@@ -149,7 +150,7 @@ export type EvaluationSettings = Static<typeof EvaluationSettings>;
 export const CreateSignalBody = t.Object({
   name: t.String({ minLength: 1, maxLength: 200 }),
   description: t.String({ maxLength: 5000 }),
-  priority: t.Optional(t.Union([t.UnionEnum(["low", "medium", "high", "urgent"]), t.Null()])),
+  priority: t.Optional(t.Union([t.Literal("low"), t.Literal("medium"), t.Literal("high"), t.Literal("urgent"), t.Null()])),
   filters: t.Optional(t.Union([SignalFilters, t.Null()])),
   evaluation: t.Object(
     { settings: t.Optional(t.Unknown()), script: t.Optional(t.String()) },
@@ -197,7 +198,7 @@ export const FeedbackResponse = t.Object({ value: t.Number(), passed: t.Boolean(
 export const ExportBody = t.Object({
   recipient: t.String({ minLength: 3 }),
   signalIds: t.Optional(t.Array(t.String())),
-  lifecycleGroup: t.Optional(t.UnionEnum(["active", "archived"])),
+  lifecycleGroup: t.Optional(t.Union([t.Literal("active"), t.Literal("archived")])),
 });
 export const ExportResponse = t.Object({ status: t.Literal("queued") });
 export const MonitorResponse = t.Object({ jobId: t.String(), evaluationId: t.Union([t.String(), t.Null()]) });

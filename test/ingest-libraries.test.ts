@@ -536,8 +536,8 @@ describe("OpenLLMetry (Python), not streamed, with a tool", () => {
   });
 });
 
-describe("Vercel AI SDK telemetry", () => {
-  // The installed `ai` (7) no longer emits OpenTelemetry spans itself; these are the attributes `ai` 6 sends with
+describe("Vercel AI SDK 6 telemetry", () => {
+  // `ai` 6 (not installed here: `ai` 7 is) sends these attributes itself with
   // `experimental_telemetry: {isEnabled: true, metadata: {...}}` (ai.telemetry.metadata.<key>).
   test("metadata keys, sessionId and userId from telemetry metadata; the streamText wrapper is streaming", async () => {
     const account = await newAccount("vercel");

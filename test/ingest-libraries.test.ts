@@ -536,8 +536,8 @@ describe("OpenLLMetry (Python), not streamed, with a tool", () => {
   });
 });
 
-describe("Vercel AI SDK telemetry", () => {
-  // The installed `ai` (7) no longer emits OpenTelemetry spans itself; these are the attributes `ai` 6 sends with
+describe("Vercel AI SDK 6 telemetry", () => {
+  // `ai` 6 (not installed here: `ai` 7 is) sends these attributes itself with
   // `experimental_telemetry: {isEnabled: true, metadata: {...}}` (ai.telemetry.metadata.<key>).
   test("metadata keys, sessionId and userId from telemetry metadata; the streamText wrapper is streaming", async () => {
     const account = await newAccount("vercel");
@@ -564,6 +564,92 @@ describe("Vercel AI SDK telemetry", () => {
       metadata: { sessionId: "session-v", userId: "user-v", feature: "weather" },
       systemInstructions: [text(SYSTEM)],
       inputMessages: [{ role: "user", parts: [text(QUESTION)] }],
+    });
+  });
+});
+
+describe("Vercel AI SDK: ai 7 with @ai-sdk/otel", () => {
+  // `ai` 7 emits spans only through a telemetry integration; `LegacyOpenTelemetry` sends the `ai.*` spans of `ai` 6,
+  // with the call's `runtimeContext` (the keys picked by `includeRuntimeContext`) as `ai.settings.context.<key>`.
+  test("generateText with an executed tool, then streamText: models, tokens, cost, streaming, tool, session, user, metadata", async () => {
+    const { generateText, streamText, tool, jsonSchema, stepCountIs } = await import("ai");
+    const { createOpenAI } = await import("@ai-sdk/openai");
+    const { LegacyOpenTelemetry } = await import("@ai-sdk/otel");
+    const account = await newAccount("vercel-ai");
+    const { provider, memory } = providerFor(account, "vercel-app");
+    const openai = createOpenAI({ baseURL: fake.url, apiKey: "test" });
+    const runtimeContext = { sessionId: "session-ai", userId: "user-ai", foo: "bar" };
+    const telemetry = {
+      functionId: "weather",
+      integrations: [new LegacyOpenTelemetry({ tracer: provider.getTracer("ai") })],
+      includeRuntimeContext: { sessionId: true, userId: true, foo: true },
+    };
+    const getWeather = tool({
+      description: "Current weather of a city",
+      inputSchema: jsonSchema<{ city: string }>(TOOLS[0].function.parameters as never),
+      execute: async () => TOOL_RESULT,
+    });
+    try {
+      await generateText({ model: openai.chat("gpt-4o-mini"), system: SYSTEM, prompt: QUESTION, tools: { get_weather: getWeather }, stopWhen: stepCountIs(2), runtimeContext, telemetry });
+      const streamed = streamText({ model: openai.chat("gpt-4o-mini"), system: SYSTEM, prompt: QUESTION, runtimeContext, telemetry });
+      for await (const _ of streamed.textStream) {
+        // drained: the spans end with the stream
+      }
+    } finally {
+      await provider.forceFlush();
+    }
+    const spans = memory.getFinishedSpans();
+    const context = { sessionId: "session-ai", userId: "user-ai", metadata: runtimeContext };
+    const chat = { operation: "chat", provider: "openai", model: "gpt-4o-mini", systemInstructions: [text(SYSTEM)], ...context };
+    const oneCall = { ...chat, responseModel: FAKE_RESPONSE_MODEL, ...FAKE_TOKENS, costTotalMicrocents: listedCost(FAKE_RESPONSE_MODEL), costIsEstimated: true };
+
+    const [asking, answering] = byName(spans, "ai.generateText.doGenerate");
+    expect(await stored(account, asking)).toMatchObject({
+      ...oneCall,
+      isStreaming: false,
+      timeToFirstTokenNs: 0,
+      finishReasons: ["tool-calls"],
+      inputMessages: [{ role: "user", parts: [text(QUESTION)] }],
+      outputMessages: [{ role: "assistant", parts: [TOOL_CALL_PART] }],
+    });
+    expect(await stored(account, answering)).toMatchObject({
+      ...oneCall,
+      isStreaming: false,
+      finishReasons: ["stop"],
+      inputMessages: FOLLOW_UP_INPUT,
+      outputMessages: [{ role: "assistant", parts: [text(FAKE_ANSWER)] }],
+    });
+    const toolSpan = await stored(account, byName(spans, "ai.toolCall")[0]);
+    expect(toolSpan).toMatchObject({
+      operation: "execute_tool",
+      toolName: "get_weather",
+      toolCallId: FAKE_TOOL_CALL.id,
+      toolInput: FAKE_TOOL_CALL.arguments,
+      toolOutput: JSON.stringify(TOOL_RESULT),
+      ...context,
+    });
+    const generated = await stored(account, byName(spans, "ai.generateText")[0]);
+    expect(generated).toMatchObject({ ...chat, isStreaming: false, finishReasons: ["stop"], inputMessages: [{ role: "user", parts: [text(QUESTION)] }] });
+    // The wrapper repeats its steps' usage: the trace counts the two model calls once.
+    const turn = await account.client.traces.get(account.slug, toolSpan.traceId);
+    expect(turn).toMatchObject({ sessionId: "session-ai", userId: "user-ai", tokensInput: 2 * FAKE_TOKENS.tokensInput, costTotalMicrocents: 2 * listedCost(FAKE_RESPONSE_MODEL) });
+
+    const [doStream] = byName(spans, "ai.streamText.doStream");
+    const streamedCall = await stored(account, doStream);
+    expect(streamedCall).toMatchObject({
+      ...oneCall,
+      isStreaming: true,
+      finishReasons: ["stop"],
+      inputMessages: [{ role: "user", parts: [text(QUESTION)] }],
+      outputMessages: [{ role: "assistant", parts: [text(FAKE_ANSWER)] }],
+    });
+    expect(streamedCall.timeToFirstTokenNs).toBeGreaterThan(0);
+    expect(streamedCall.timeToFirstTokenNs).toBeLessThan(doStream.duration[0] * 1e9 + doStream.duration[1]);
+    expect(await stored(account, byName(spans, "ai.streamText")[0])).toMatchObject({
+      ...chat,
+      isStreaming: true,
+      finishReasons: ["stop"],
+      outputMessages: [{ role: "assistant", parts: [text(FAKE_ANSWER)] }],
     });
   });
 });

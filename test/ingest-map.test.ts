@@ -485,6 +485,13 @@ describe("Vercel AI SDK", () => {
     expect(row).toMatchObject({ operation: "execute_tool", tool_call_id: "c1", tool_name: "weather", tool_input: '{"city":"Paris"}', tool_output: '{"celsius":21}' });
   });
 
+  test("telemetry metadata (ai 6) and runtime context (ai 7 with @ai-sdk/otel): session, user, metadata", () => {
+    for (const prefix of ["ai.telemetry.metadata.", "ai.settings.context."]) {
+      const row = map({ "ai.operationId": "ai.toolCall", [`${prefix}sessionId`]: "s-1", [`${prefix}userId`]: "u-1", [`${prefix}tenant`]: "acme" });
+      expect(row).toMatchObject({ session_id: "s-1", user_id: "u-1", metadata: { sessionId: "s-1", userId: "u-1", tenant: "acme" } });
+    }
+  });
+
   test("Anthropic through AI SDK 5 is additive; AI SDK 6 reports totals and the additive counts", () => {
     const v5 = map({ "ai.model.provider": "anthropic.messages", "ai.usage.inputTokens": 100, "ai.usage.cachedInputTokens": 900 });
     expect([v5.provider, v5.tokens_input, v5.tokens_cache_read]).toEqual(["anthropic", 100, 900]);

@@ -44,6 +44,8 @@ const SESSION_ID = [
   "session_id",
   "ai.telemetry.metadata.sessionId",
   "ai.telemetry.metadata.threadId",
+  "ai.settings.context.sessionId",
+  "ai.settings.context.threadId",
   "gen_ai.conversation.id",
 ];
 const USER_ID = [
@@ -54,6 +56,7 @@ const USER_ID = [
   "langsmith.metadata.user_id",
   "langfuse.user.id",
   "ai.telemetry.metadata.userId",
+  "ai.settings.context.userId",
 ];
 const SIMULATION_ID = ["latitude.simulation.id", "simulation.id"];
 const PROVIDER = ["gen_ai.provider.name", "gen_ai.system", "llm.system", "llm.provider", "ai.model.provider"];
@@ -75,6 +78,8 @@ const METADATA_PREFIXES = [
   "traceloop.association.properties.",
   "langsmith.metadata.",
   "ai.telemetry.metadata.",
+  // `ai` 7 with `@ai-sdk/otel` sends the call's `runtimeContext` (the keys picked by `includeRuntimeContext`) here.
+  "ai.settings.context.",
 ];
 
 function stringList(value: AttributeValue | undefined, commaSeparated: boolean): string[] {

@@ -26,15 +26,24 @@ export interface SignalSource {
   recordEscalation(project: ProjectRef, signalId: string, escalating: boolean, at: Date): Promise<void>;
 }
 
-/**
- * The source used by the evaluation job. The signals table is not part of this build yet, so no
- * signal is listed; the hourly counts already come from the ClickHouse copy of scores.
- */
-export function createSignalSource(ctx: Pick<Context, "ch">): SignalSource {
+/** Signals as the signals module keeps them (sql/postgres/030_signals.sql, 042_signal_escalation.sql). */
+export function createSignalSource(ctx: Pick<Context, "ch" | "sql">): SignalSource {
   return {
-    activeSignals: async () => [],
+    // Visible, not ignored, not resolved: a regression clears resolved_at and sets regressed_at.
+    activeSignals: async (project) => {
+      const rows = await ctx.sql<{ id: string; name: string; created_at: Date; muted_at: Date | null; regressed_at: Date | null; resolved_at: Date | null }[]>`
+        SELECT id, name, created_at, muted_at, regressed_at, resolved_at FROM signals
+        WHERE project_id = ${project.id} AND organization_id = ${project.organizationId} AND deleted_at IS NULL
+          AND visible_at IS NOT NULL AND ignored_at IS NULL AND resolved_at IS NULL
+        ORDER BY id`;
+      return rows.map((row) => ({ id: row.id, name: row.name, firstSeenAt: row.created_at, mutedAt: row.muted_at, regressedAt: row.regressed_at, resolvedAt: row.resolved_at }));
+    },
     hourlyCounts: (project, signalIds, from, to) =>
       countSignalScoresPerHour(ctx.ch, { organizationId: project.organizationId, projectId: project.id, signalIds, from, to }),
-    recordEscalation: async () => {},
+    recordEscalation: async (project, signalId, escalating, at) => {
+      await ctx.sql`
+        UPDATE signals SET escalating_since = ${escalating ? ctx.sql`coalesce(escalating_since, ${at})` : null}
+        WHERE id = ${signalId} AND project_id = ${project.id} AND organization_id = ${project.organizationId}`;
+    },
   };
 }

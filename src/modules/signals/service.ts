@@ -29,6 +29,7 @@ export interface SignalRow {
   ignored_at: Date | null;
   muted_at: Date | null;
   regressed_at: Date | null;
+  escalating_since: Date | null;
   keep_monitoring: boolean;
   feedback: { value: number; passed: boolean; feedback: string } | null;
   created_at: Date;

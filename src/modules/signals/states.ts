@@ -8,18 +8,21 @@ export interface LifecycleColumns {
   resolved_at: Date | null;
   ignored_at: Date | null;
   regressed_at: Date | null;
+  /** Set by the seasonal detector of monitors while the signal escalates (src/modules/monitors/signal-source.ts). */
+  escalating_since: Date | null;
 }
 
 /**
  * States are derived when read (SIGNALS.md): ignored and resolved are what a person set; regressed
  * is a recurrence after a resolution, until resolved again; `new` is the first 7 days; an open signal
- * past those is `ongoing`. `escalating` comes from open incidents, which this module does not keep.
+ * past those is `ongoing`; `escalating` while the seasonal detector of monitors holds it so.
  */
 export function signalStates(row: LifecycleColumns, now = Date.now()): SignalState[] {
   if (row.ignored_at) return ["ignored"];
   if (row.resolved_at) return ["resolved"];
   const states: SignalState[] = [];
   if (row.regressed_at) states.push("regressed");
+  if (row.escalating_since) states.push("escalating");
   states.push(now - row.created_at.getTime() < newForMs ? "new" : "ongoing");
   return states;
 }
@@ -27,6 +30,7 @@ export function signalStates(row: LifecycleColumns, now = Date.now()): SignalSta
 /** Sort rank of `sortBy: state`, most urgent first when descending. */
 export function stateRank(row: LifecycleColumns, now = Date.now()): number {
   const states = signalStates(row, now);
+  if (states.includes("escalating")) return 6;
   if (states.includes("regressed")) return 5;
   if (states.includes("new")) return 4;
   if (states.includes("ongoing")) return 3;

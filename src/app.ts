@@ -2,16 +2,30 @@ import { Elysia, ValidationError } from "elysia";
 import { openapi } from "@elysiajs/openapi";
 import { docsModule, docsUi } from "./modules/docs";
 import type { Context } from "./context";
+import { checkAnnouncedBody } from "./lib/body-limit";
 import { HttpError } from "./lib/errors";
-import { describeValueError } from "./lib/validation";
+import { checkBodyShape, describeValueError } from "./lib/validation";
 import { accountModule } from "./modules/account";
 import { annotationsModule } from "./modules/annotations";
 import { apiKeysModule } from "./modules/api-keys";
+import { emailConfirmationsModule } from "./modules/email-confirmations";
 import { healthModule } from "./modules/health";
 import { ingestModule } from "./ingest";
+import { gatewayModule } from "./gateway";
+import { gatewayErrorBody, isGatewayPath } from "./gateway/errors";
 import { projectsModule } from "./modules/projects";
 import { scoresModule } from "./modules/scores";
+import { signalsModule } from "./modules/signals";
 import { tracesModule } from "./modules/traces";
+import { membersModule } from "./modules/members";
+import { oauthKeysModule } from "./modules/oauth-keys";
+import { webModule } from "./web";
+import { oauthModule } from "./oauth";
+import { mcpModule } from "./mcp";
+import { completeRequestBodies, nameOperations } from "./mcp/operations";
+import { createPeople } from "./web/people";
+import { searchesModule } from "./modules/searches";
+import { monitorsModule } from "./modules/monitors";
 
 function validationMessage(error: ValidationError): string {
   const first = error.all[0] as ({ path?: string } & Parameters<typeof describeValueError>[0]) | undefined;
@@ -49,12 +63,17 @@ const loggedPath = (request: Request) => new URL(request.url).pathname.replace(/
 export function createApp(ctx: Context) {
   const requests = new WeakMap<Request, { id: string; start: number }>();
   const log = ctx.log;
-  return new Elysia()
+  const people = createPeople(ctx);
+  // MCP tool calls run through the whole app, which exists only once composed.
+  const api = { handle: (_request: Request): Promise<Response> => Promise.reject(new Error("app not composed yet")) };
+  const app = new Elysia()
     .onRequest(({ request, set }) => {
       const id = request.headers.get("x-request-id")?.slice(0, 64) || crypto.randomUUID();
       requests.set(request, { id, start: performance.now() });
       set.headers["x-request-id"] = id;
+      checkAnnouncedBody(request, { apiMaxBodyBytes: ctx.config.apiMaxBodyBytes, ingestMaxBodyBytes: ctx.config.ingest.maxBodyBytes });
     })
+    .onTransform({ as: "global" }, ({ body }) => checkBodyShape(body))
     .onError(({ code, error, request, set }) => {
       let reply = describeError(code, error);
       if (!reply) {
@@ -63,6 +82,7 @@ export function createApp(ctx: Context) {
       }
       set.status = reply.status;
       Object.assign(set.headers, reply.headers);
+      if (isGatewayPath(new URL(request.url).pathname)) return gatewayErrorBody(reply.status, reply.message, error);
       return { error: reply.message };
     })
     .onAfterResponse(({ request, set }) => {
@@ -74,6 +94,9 @@ export function createApp(ctx: Context) {
         status: set.status,
         ms: meta ? Math.round((performance.now() - meta.start) * 10) / 10 : undefined,
       });
+    })
+    .onAfterHandle(({ request, response }) => {
+      if (new URL(request.url).pathname === "/openapi.json") completeRequestBodies(response as object, app.routes);
     })
     .use(
       openapi({
@@ -93,7 +116,20 @@ export function createApp(ctx: Context) {
     .use(apiKeysModule(ctx))
     .use(scoresModule(ctx))
     .use(annotationsModule(ctx))
-    .use(tracesModule(ctx));
+    .use(tracesModule(ctx))
+    .use(emailConfirmationsModule(ctx))
+    .use(membersModule(ctx))
+    .use(oauthKeysModule(ctx))
+    .use(webModule(ctx, people))
+    .use(oauthModule(ctx, people))
+    .use(gatewayModule(ctx))
+    .use(signalsModule(ctx))
+    .use(searchesModule(ctx))
+    .use(monitorsModule(ctx))
+    .use(mcpModule(ctx, (request) => api.handle(request)));
+  api.handle = (request) => app.handle(request);
+  nameOperations(app.routes);
+  return app;
 }
 
 export type App = ReturnType<typeof createApp>;

@@ -7,6 +7,7 @@ import { createLogger, type Logger } from "./lib/log";
 import { ScoreCopier } from "./modules/scores/copy";
 import { rebuildRollups, type RollupScope } from "./db/rollups";
 import { parseArgs } from "node:util";
+import { planLimits } from "./gateway/rate-limit";
 
 interface Stores {
   sql: Sql;
@@ -53,6 +54,16 @@ const commands: Record<string, { summary: string; run(stores: Stores, args: stri
     async run({ sql, ch }, args) {
       const rebuilt = await rebuildRollups(ch, await rollupScope(sql, args));
       return `rebuilt ${rebuilt.map(({ table, rows }) => `${rows} ${table}`).join(", ")} from spans`;
+      },
+    },
+  "set-plan": {
+    summary: "set-plan <organization id or slug> <hobby|team|enterprise>: the plan that sets its gateway rate limits",
+    async run({ sql }, [organization = "", plan = ""]) {
+      if (!Object.hasOwn(planLimits, plan)) throw new Error(`plan must be one of ${Object.keys(planLimits).join(", ")}, got "${plan}"`);
+      const [row] = await sql<{ id: string }[]>`
+        UPDATE organizations SET plan = ${plan}, updated_at = now() WHERE id = ${organization} OR slug = ${organization} RETURNING id`;
+      if (!row) throw new Error(`no organization "${organization}"`);
+      return `organization ${row.id} is on the ${plan} plan (running processes apply it within 5 seconds)`;
     },
   },
 };

@@ -1,6 +1,7 @@
 import { accessSync, constants, mkdirSync } from "node:fs";
 import { BlockList, isIP } from "node:net";
 import { resolve } from "node:path";
+import { providerEnv, type ProviderEnv } from "./gateway/providers";
 import { addAddressRange } from "./lib/net";
 
 export interface Config {
@@ -26,11 +27,21 @@ export interface Config {
   otlpGrpcPort: number;
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
   bootstrapRateLimitPerHour: number;
+  /** Trace exports per organization per hour (EXPORT_RATE_LIMIT). */
+  exportRateLimitPerHour: number;
   /** Peers whose `X-Forwarded-For` names the client (TRUSTED_PROXIES); null trusts no one. */
   trustedProxies: BlockList | null;
   ingest: {
     maxBodyBytes: number;
     maxDecompressedBytes: number;
+    bodyGraceMs: number;
+    bodyMinBytesPerSecond: number;
+    /** A span starting more than this after now is rejected (partial success). */
+    maxFutureSkewMs: number;
+    /** Longest attribute value stored; longer ones are truncated with a marker. */
+    maxAttributeValueBytes: number;
+    /** Attributes stored per span; the rest are dropped and counted. */
+    maxAttributesPerSpan: number;
     queueBytes: number;
     maxConcurrentExports: number;
     flushRows: number;
@@ -39,7 +50,27 @@ export interface Config {
     crashAfterSpansInsert: number | null;
   };
   embeddings: { baseUrl: string; apiKey: string | null; model: string } | null;
-  provider: { baseUrl: string; apiKey: string | null; model: string } | null;
+  /** Largest API request body (JSON or form), bytes; OTLP bodies have the ingest limits. */
+  apiMaxBodyBytes: number;
+  /** Limits of every ClickHouse read (READ_TIMEOUT_SECONDS, READ_MAX_MEMORY_BYTES, READ_CONCURRENCY_PER_ORGANIZATION). */
+  reads: { timeoutSeconds: number; maxMemoryBytes: number; concurrencyPerOrganization: number | null };
+  /** AI provider variables for the prompt gateway (see src/gateway/providers.ts). */
+  providers: ProviderEnv;
+  signals: {
+    /** Seconds without new spans after which a trace counts as finished for flaggers and custom signals. */
+    traceQuietSeconds: number;
+    /** Provider (as a prompt names one: openai, anthropic or a custom name) and model of the signal judge and names. */
+    judgeProvider: string;
+    judgeModel: string;
+  };
+  monitors: {
+    /** Seconds between two evaluations of a monitor (MONITOR_INTERVAL_SECONDS); 0 turns scheduled evaluation off. */
+    intervalSeconds: number;
+    /** First retry delay of a failed webhook delivery, doubled on each retry (WEBHOOK_RETRY_DELAY_SECONDS). */
+    webhookRetryDelaySeconds: number;
+    /** Delivery attempts before the webhook is quarantined (WEBHOOK_MAX_ATTEMPTS). */
+    webhookMaxAttempts: number;
+  };
 }
 
 export class ConfigError extends Error {}
@@ -123,6 +154,13 @@ function addressRangesVar(env: Env, name: string): BlockList | null {
   return ranges;
 }
 
+/** The AI provider variables, each `*_BASE_URL` checked to be an http(s) URL. */
+function providersVar(env: Env): ProviderEnv {
+  const providers = providerEnv(env);
+  for (const name of Object.keys(providers)) if (name.endsWith("_BASE_URL")) providers[name] = urlVar(env, name, ["http:", "https:"])!;
+  return providers;
+}
+
 /** Reads and validates the environment; throws ConfigError naming the first bad variable. */
 export function loadConfig(env: Env = process.env): Config {
   const port = intVar(env, "PORT", 3000, 0, 65535);
@@ -130,7 +168,6 @@ export function loadConfig(env: Env = process.env): Config {
   const dataDir = writableDirectory("DATA_DIR", env.DATA_DIR || "./data");
   const configuredPublicUrl = urlVar(env, "PUBLIC_URL", ["http:", "https:"]);
   const embeddingsUrl = urlVar(env, "EMBEDDINGS_BASE_URL", ["http:", "https:"]);
-  const providerUrl = urlVar(env, "PROVIDER_BASE_URL", ["http:", "https:"]);
   return {
     port,
     host,
@@ -152,10 +189,16 @@ export function loadConfig(env: Env = process.env): Config {
     otlpGrpcPort: intVar(env, "OTLP_GRPC_PORT", 4317, 0, 65535),
     logLevel: enumVar(env, "LOG_LEVEL", ["debug", "info", "warn", "error", "silent"] as const, "info"),
     bootstrapRateLimitPerHour: intVar(env, "BOOTSTRAP_RATE_LIMIT", 10, 1, 1_000_000),
+    exportRateLimitPerHour: intVar(env, "EXPORT_RATE_LIMIT", 10, 1, 1_000_000),
     trustedProxies: addressRangesVar(env, "TRUSTED_PROXIES"),
     ingest: {
       maxBodyBytes: intVar(env, "INGEST_MAX_BODY_BYTES", 16 << 20, 1024, 1 << 30),
       maxDecompressedBytes: intVar(env, "INGEST_MAX_DECOMPRESSED_BYTES", 64 << 20, 1024, 1 << 30),
+      bodyGraceMs: intVar(env, "INGEST_BODY_GRACE_MS", 10_000, 100, 600_000),
+      bodyMinBytesPerSecond: intVar(env, "INGEST_BODY_MIN_BYTES_PER_SECOND", 16 << 10, 1, 1 << 30),
+      maxFutureSkewMs: intVar(env, "INGEST_MAX_FUTURE_SECONDS", 86_400, 0, 365 * 86_400) * 1000,
+      maxAttributeValueBytes: intVar(env, "INGEST_MAX_ATTRIBUTE_VALUE_BYTES", 1 << 20, 1024, 1 << 30),
+      maxAttributesPerSpan: intVar(env, "INGEST_MAX_ATTRIBUTES_PER_SPAN", 1024, 16, 1_000_000),
       queueBytes: intVar(env, "INGEST_QUEUE_BYTES", 256 << 20, 1 << 20, 8 * 2 ** 30),
       maxConcurrentExports: intVar(env, "INGEST_MAX_CONCURRENT_EXPORTS", 32, 1, 100_000),
       flushRows: intVar(env, "INGEST_FLUSH_ROWS", 10_000, 1, 1_000_000),
@@ -165,8 +208,22 @@ export function loadConfig(env: Env = process.env): Config {
     embeddings: embeddingsUrl
       ? { baseUrl: embeddingsUrl, apiKey: env.EMBEDDINGS_API_KEY || null, model: env.EMBEDDINGS_MODEL || "text-embedding-3-small" }
       : null,
-    provider: providerUrl
-      ? { baseUrl: providerUrl, apiKey: env.PROVIDER_API_KEY || null, model: env.PROVIDER_MODEL || "gpt-4o-mini" }
-      : null,
+    apiMaxBodyBytes: intVar(env, "API_MAX_BODY_BYTES", 4 << 20, 64 << 10, 1 << 30),
+    reads: {
+      timeoutSeconds: intVar(env, "READ_TIMEOUT_SECONDS", 30, 1, 3600),
+      maxMemoryBytes: intVar(env, "READ_MAX_MEMORY_BYTES", 2 ** 30, 64 << 20, 2 ** 40),
+      concurrencyPerOrganization: env.READ_CONCURRENCY_PER_ORGANIZATION ? intVar(env, "READ_CONCURRENCY_PER_ORGANIZATION", 1, 1, 1000) : null,
+    },
+    providers: providersVar(env),
+    signals: {
+      traceQuietSeconds: intVar(env, "TRACE_QUIET_SECONDS", 90, 0, 86_400),
+      judgeProvider: env.SIGNALS_JUDGE_PROVIDER || "openai",
+      judgeModel: env.SIGNALS_JUDGE_MODEL || "gpt-4o-mini",
+    },
+    monitors: {
+      intervalSeconds: intVar(env, "MONITOR_INTERVAL_SECONDS", 60, 0, 86_400),
+      webhookRetryDelaySeconds: intVar(env, "WEBHOOK_RETRY_DELAY_SECONDS", 30, 1, 3600),
+      webhookMaxAttempts: intVar(env, "WEBHOOK_MAX_ATTEMPTS", 6, 1, 50),
+    },
   };
 }

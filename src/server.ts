@@ -12,6 +12,7 @@ import { createLogger, type Logger } from "./lib/log";
 import { AuthService } from "./modules/auth/service";
 import { RedactionPolicies } from "./ingest/redaction-policy";
 import { IngestPipeline } from "./ingest/pipeline";
+import { LogIngest } from "./ingest/logs";
 import { startGrpcReceiver } from "./ingest/grpc";
 import { encodeExportResponse } from "./ingest/respond";
 
@@ -56,7 +57,7 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
     redaction,
     spanWriter,
     boss,
-    ingest: new IngestPipeline(auth, pg.sql, redaction, spanWriter, config.ingest.maxConcurrentExports, log),
+    ingest: new IngestPipeline(auth, pg.sql, redaction, spanWriter, new LogIngest(ch), config.ingest.maxConcurrentExports, log, config.ingest),
     onShutdown: (task) => shutdownTasks.push(task),
   };
   // Registered first, so it runs last: after the receivers stop, before the stores close.
@@ -96,8 +97,9 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
       hostname: config.host,
       // Elysia turns SO_REUSEPORT on; a second server on a busy port must fail, not share it silently.
       reusePort: false,
-      // Headroom over the ingest limit, so an oversize OTLP body still gets Vigil's own 413 `{error}`.
-      maxRequestBodySize: config.ingest.maxBodyBytes + (1 << 20),
+      // Bun's own limit answers an empty 413: bodies are limited by Vigil instead (src/lib/body-limit.ts),
+      // with a 413 `{error}` before they are read, and while they are read where they may be chunked.
+      maxRequestBodySize: Number.MAX_SAFE_INTEGER,
     }),
   );
   if (config.otlpGrpcPort !== 0) {
@@ -105,9 +107,10 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
       startGrpcReceiver(
         config.otlpGrpcPort,
         config.host,
-        config.ingest.maxDecompressedBytes,
-        async (bytes, headers) =>
-          encodeExportResponse(await ctx.ingest.export({ ...headers, announcedBytes: bytes.byteLength }, async () => ({ encoding: "protobuf", bytes }))),
+        config.ingest.maxBodyBytes,
+        (authorization) => ctx.ingest.owner(authorization),
+        async (bytes, headers, signal) =>
+          encodeExportResponse(await ctx.ingest.export({ ...headers, announcedBytes: bytes.byteLength }, async () => ({ encoding: "protobuf", bytes }), signal)),
         log,
       ),
     );

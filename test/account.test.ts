@@ -8,6 +8,7 @@ import { clientAddressKey, RateLimiter } from "../src/lib/rate-limit";
 import type { Vigil } from "../src/server";
 import { bootstrapAccount, sharedVigil, startTestVigil } from "./helpers";
 import { sdkClient, sdkFailure } from "./sdk";
+import { WebClient } from "./web-client";
 
 setDefaultTimeout(60_000);
 
@@ -28,10 +29,6 @@ async function eventually<T>(probe: () => Promise<T | undefined>, what: string):
 /** Undoes quoted-printable soft line breaks and escapes, which may split a long link in a mail body. */
 const decodeQuotedPrintable = (text: string) =>
   text.replace(/=\r?\n/g, "").replace(/=([0-9A-F]{2})/g, (_match, hex: string) => String.fromCharCode(parseInt(hex, 16)));
-
-function claimForm(fields: Record<string, string>) {
-  return { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams(fields).toString() };
-}
 
 describe("account bootstrap", () => {
   test("creates an organization, a project, a working key and a claim link", async () => {
@@ -199,13 +196,14 @@ describe("account bootstrap", () => {
 });
 
 describe("claiming a bootstrap organization", () => {
-  test("the claim page makes the claimer the owner", async () => {
+  test("the claim page creates the claimer's account as owner and signs them in", async () => {
     const vigil = await sharedVigil();
     const email = `claimer-${Math.random().toString(36).slice(2, 8)}@example.com`;
     const { account, client } = await bootstrapAccount(vigil.url, { organizationName: "Claim <Me>", userEmail: email });
     const claimUrl = localClaimUrl(vigil, account.claimUrl);
+    const web = new WebClient(vigil.url);
 
-    const page = await fetch(claimUrl);
+    const page = await web.get(claimUrl);
     expect(page.status).toBe(200);
     expect(page.headers.get("content-type")).toContain("text/html");
     expect(page.headers.get("referrer-policy")).toBe("no-referrer");
@@ -214,19 +212,25 @@ describe("claiming a bootstrap organization", () => {
     expect(html).not.toContain("Claim <Me>");
     expect(html).toContain(`value="${email}"`);
 
-    const invalid = await fetch(claimUrl, claimForm({ email: "nope" }));
+    const password = "correct horse battery";
+    const invalid = await web.post(claimUrl, { email: "nope", password });
     expect(invalid.status).toBe(400);
     expect(await invalid.text()).toContain("email: must be an email address");
-    const nulEmail = await fetch(claimUrl, claimForm({ email: "a\u0000b@example.com" }));
+    const nulEmail = await web.post(claimUrl, { email: "a\u0000b@example.com", password });
     expect(nulEmail.status).toBe(400);
     expect(await nulEmail.text()).toContain("email: must be an email address");
-    const nulName = await fetch(claimUrl, claimForm({ email, name: "A\u0000da" }));
+    const nulName = await web.post(claimUrl, { email, name: "A\u0000da", password });
     expect(nulName.status).toBe(400);
     expect(await nulName.text()).toContain("name: must not contain NUL characters");
+    const short = await web.post(claimUrl, { email, password: "short" });
+    expect(short.status).toBe(400);
+    expect(await short.text()).toContain("password: must be at least 8 characters");
 
-    const claimed = await fetch(claimUrl, claimForm({ email: email.toUpperCase(), name: "Ada" }));
-    expect(claimed.status).toBe(200);
-    expect(await claimed.text()).toContain("You now own");
+    const claimed = await web.post(claimUrl, { email: email.toUpperCase(), name: "Ada", password });
+    expect(claimed.status).toBe(303);
+    expect(claimed.headers.get("location")).toBe("/settings/keys");
+    expect(web.cookies.has("vigil_session")).toBe(true);
+    expect((await web.get("/settings/keys")).status).toBe(200);
 
     const { organization } = await client.account.get();
     const [org] = await vigil.ctx.sql<{ is_bootstrap: boolean; claimed_at: Date | null }[]>`
@@ -237,18 +241,29 @@ describe("claiming a bootstrap organization", () => {
       SELECT u.email, u.name, m.role FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.organization_id = ${organization.id}`;
     expect([...owners]).toEqual([{ email: email.toUpperCase(), name: "Ada", role: "owner" }]);
 
-    // The key keeps working; the link is used up.
+    // The key keeps working; the link is used up; the owner can sign in afterwards.
     expect((await client.projects.list()).items).toHaveLength(1);
-    expect((await fetch(claimUrl)).status).toBe(409);
-    expect((await fetch(claimUrl, claimForm({ email: "late@example.com" }))).status).toBe(409);
+    expect((await web.get(claimUrl)).status).toBe(409);
+    expect((await web.post(claimUrl, { email: "late@example.com", password })).status).toBe(409);
+    const again = new WebClient(vigil.url);
+    await again.get("/login");
+    expect((await again.post("/login", { email, password, next: "/settings/members" })).headers.get("location")).toBe("/settings/members");
   });
 
-  test("a second organization claimed with the same email joins the same user", async () => {
+  test("a second organization claimed with the same email joins the same user, who must give their password", async () => {
     const vigil = await sharedVigil();
     const email = `repeat-${Math.random().toString(36).slice(2, 8)}@example.com`;
+    const password = "first password!";
     for (let i = 0; i < 2; i++) {
       const account = await anonymous(vigil.url).account.bootstrap();
-      expect((await fetch(localClaimUrl(vigil, account.claimUrl), claimForm({ email }))).status).toBe(200);
+      const web = new WebClient(vigil.url);
+      await web.get(localClaimUrl(vigil, account.claimUrl));
+      if (i === 1) {
+        const wrong = await web.post(localClaimUrl(vigil, account.claimUrl), { email, password: "not the password" });
+        expect(wrong.status).toBe(400);
+        expect(await wrong.text()).toContain("wrong password");
+      }
+      expect((await web.post(localClaimUrl(vigil, account.claimUrl), { email, password })).status).toBe(303);
     }
     const memberships = await vigil.ctx.sql<{ user_id: string }[]>`
       SELECT m.user_id FROM memberships m JOIN users u ON u.id = m.user_id WHERE lower(u.email) = ${email}`;
@@ -258,15 +273,17 @@ describe("claiming a bootstrap organization", () => {
 
   test("unknown and expired links cannot claim", async () => {
     const vigil = await sharedVigil();
-    expect((await fetch(`${vigil.url}/claim/vglclaim_unknown`)).status).toBe(404);
-    expect((await fetch(`${vigil.url}/claim/vglclaim_unknown`, claimForm({ email: "a@example.com" }))).status).toBe(404);
+    const web = new WebClient(vigil.url);
+    expect((await web.get(`/claim/vglclaim_unknown`)).status).toBe(404);
+    await web.get("/login");
+    expect((await web.post(`/claim/vglclaim_unknown`, { email: "a@example.com", password: "long enough" })).status).toBe(404);
 
     const { account, client } = await bootstrapAccount(vigil.url);
     const { organization } = await client.account.get();
     await vigil.ctx.sql`UPDATE bootstrap_claims SET expires_at = now() - interval '1 second' WHERE organization_id = ${organization.id}`;
     const claimUrl = localClaimUrl(vigil, account.claimUrl);
-    expect((await fetch(claimUrl)).status).toBe(410);
-    expect((await fetch(claimUrl, claimForm({ email: "late@example.com" }))).status).toBe(410);
+    expect((await web.get(claimUrl)).status).toBe(410);
+    expect((await web.post(claimUrl, { email: "late@example.com", password: "long enough" })).status).toBe(410);
     const [org] = await vigil.ctx.sql<{ claimed_at: Date | null }[]>`SELECT claimed_at FROM organizations WHERE id = ${organization.id}`;
     expect(org?.claimed_at).toBeNull();
   });
@@ -304,7 +321,9 @@ describe("expiry of unclaimed bootstrap organizations", () => {
     const expired = await claimForExpiry(vigil);
     const fresh = await claimForExpiry(vigil);
     const claimed = await claimForExpiry(vigil);
-    await fetch(localClaimUrl(vigil, claimed.account.claimUrl), claimForm({ email: `kept-${claimed.organizationId}@example.com` }));
+    const web = new WebClient(vigil.url);
+    await web.get(localClaimUrl(vigil, claimed.account.claimUrl));
+    expect((await web.post(localClaimUrl(vigil, claimed.account.claimUrl), { email: `kept-${claimed.organizationId}@example.com`, password: "long enough" })).status).toBe(303);
     await expire(vigil, [expired.organizationId, claimed.organizationId]);
 
     const deleted = await deleteExpiredBootstrapOrganizations(ctx, 0);
@@ -373,6 +392,7 @@ describe("expiry of unclaimed bootstrap organizations", () => {
       const userId = `u${expired.organizationId.slice(1)}`;
       await ctx.sql`INSERT INTO users (id, email) VALUES (${userId}, ${email})`;
       await ctx.sql`INSERT INTO memberships (organization_id, user_id, role) VALUES (${expired.organizationId}, ${userId}, 'member')`;
+      await ctx.sql`INSERT INTO email_confirmations (email, confirmed_at) VALUES (${email.toLowerCase()}, now())`;
       await expired.client.traces.export(expired.projectSlug, { traces: { by: "ids", ids: ["a".repeat(32)] }, recipient: email });
       const exportsDir = join(ctx.config.dataDir, "exports");
       const files = await eventually(async () => {

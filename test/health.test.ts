@@ -36,7 +36,9 @@ describe("health and discovery", () => {
     const doc = (await (await fetch(url + "/openapi.json")).json()) as { paths: Record<string, Record<string, { tags?: string[] }>> };
     const groups: Record<string, string[]> = {
       health: ["get /health", "get /v1/health", "get /.well-known/oauth-protected-resource", "get /.well-known/oauth-protected-resource/v1/mcp"],
-      account: ["post /v1/account/bootstrap", "get /v1/account", "get /claim/{token}", "post /claim/{token}"],
+      account: ["post /v1/account/bootstrap", "get /v1/account", "post /v1/account/claim"],
+      members: ["get /v1/members", "post /v1/members", "get /v1/members/{memberId}", "patch /v1/members/{memberId}", "delete /v1/members/{memberId}"],
+      "oauth-keys": ["get /v1/oauth-keys", "get /v1/oauth-keys/{oauthKeyId}", "delete /v1/oauth-keys/{oauthKeyId}"],
       projects: [
         "post /v1/projects",
         "get /v1/projects",
@@ -62,6 +64,13 @@ describe("health and discovery", () => {
         "get /v1/projects/{projectSlug}/traces/{traceId}/spans/{spanId}",
       ],
       scores: ["post /v1/projects/{projectSlug}/scores"],
+      gateway: [
+        "get /api/v3/projects",
+        "post /api/v3/projects/{projectId}/versions/{versionUuid}/documents/run",
+        "post /api/v3/conversations/{conversationUuid}/chat",
+        "post /api/v3/conversations/{conversationUuid}/attach",
+        "post /api/v3/tools/results",
+      ],
       annotations: ["post /v1/projects/{projectSlug}/annotations", "get /v1/projects/{projectSlug}/annotations/{annotationId}", "get /v1/projects/{projectSlug}/traces/{traceId}/annotations"],
     };
     for (const [group, routes] of Object.entries(groups)) {

@@ -717,10 +717,9 @@ describe("@latitude-data/telemetry 3.6.0", () => {
       costIsEstimated: true,
       finishReasons: ["stop"],
       metadata: { requestId: "req-1", attempt: "2" },
-      inputMessages: [
-        { role: "system", parts: [{ type: "text", content: "Be brief." }] },
-        { role: "user", parts: [{ type: "text", content: QUESTION }] },
-      ],
+      // A leading system message is the system instructions, whatever the source.
+      systemInstructions: [{ type: "text", content: "Be brief." }],
+      inputMessages: [{ role: "user", parts: [{ type: "text", content: QUESTION }] }],
       outputMessages: [{ role: "assistant", parts: [{ type: "text", content: ANSWER }], finish_reason: "stop" }],
     });
     expect(chat.costTotalMicrocents).toBeGreaterThan(0);

@@ -355,14 +355,15 @@ describe("OpenInference", () => {
 
   test("flattened messages become GenAI messages", () => {
     const row = map(llm);
+    // Leading system messages are the system instructions, whatever the source.
+    expect(JSON.parse(row.system_instructions)).toEqual([{ type: "text", content: "Be kind." }]);
     expect(JSON.parse(row.input_messages)).toEqual([
-      { role: "system", parts: [{ type: "text", content: "Be kind." }] },
       { role: "user", parts: [{ type: "text", content: "What is this?" }, { type: "uri", modality: "image", uri: "https://example.com/cat.png" }] },
       { role: "assistant", parts: [{ type: "tool_call", id: "call_1", name: "classify", arguments: { kind: "animal" } }] },
       { role: "tool", parts: [{ type: "tool_call_response", id: "call_1", response: "cat" }] },
     ]);
     expect(JSON.parse(row.output_messages)).toEqual([{ role: "assistant", parts: [{ type: "text", content: "A cat." }] }]);
-    expect(row.message_text).toBe("Be kind.\nWhat is this?\nA cat.");
+    expect(row.message_text).toBe("What is this?\nA cat.");
   });
 
   test("span kinds map to operations", () => {
@@ -425,8 +426,8 @@ describe("Vercel AI SDK", () => {
       defined_tools: ["weather"],
     });
     expect([row.tokens_input, row.tokens_output, row.tokens_cache_read, row.tokens_reasoning]).toEqual([600, 100, 400, 20]);
+    expect(JSON.parse(row.system_instructions)).toEqual([{ type: "text", content: "You help." }]);
     expect(JSON.parse(row.input_messages)).toEqual([
-      { role: "system", parts: [{ type: "text", content: "You help." }] },
       { role: "user", parts: [{ type: "text", content: "Weather in Paris?" }, { type: "uri", modality: "image", mime_type: "image/jpeg", uri: "https://example.com/paris.jpg" }] },
       { role: "assistant", parts: [{ type: "tool_call", id: "c1", name: "weather", arguments: { city: "Paris" } }] },
       { role: "tool", parts: [{ type: "tool_call_response", id: "c1", response: { celsius: 21 } }] },

@@ -32,8 +32,14 @@ describe("content blocks of each dialect become GenAI parts", () => {
   for (const [label, block, part] of cases) test(label, () => expect(normalizePart(block)).toEqual([part as never]));
 
   test("GenAI parts are kept as the same objects", () => {
-    const part = { type: "tool_call", id: "c1", name: "f", arguments: '{"a":1}' };
+    const part = { type: "tool_call", id: "c1", name: "f", arguments: { a: 1 } };
     expect(normalizePart(part)[0]).toBe(part);
+  });
+
+  test("tool arguments and results sent as JSON text become values, as from every other source", () => {
+    expect(normalizePart({ type: "tool_call", id: "c1", name: "f", arguments: '{"a":1}' })).toEqual([{ type: "tool_call", id: "c1", name: "f", arguments: { a: 1 } }]);
+    expect(normalizePart({ type: "tool_call_response", id: "c1", response: '{"temp":18}' })).toEqual([{ type: "tool_call_response", id: "c1", response: { temp: 18 } }]);
+    expect(normalizePart({ type: "tool_call_response", id: "c1", response: "sunny" })).toEqual([{ type: "tool_call_response", id: "c1", response: "sunny" }]);
   });
 });
 

@@ -1,5 +1,6 @@
 // Vigil as an operator runs it (`bun run src/index.ts`, JSON logs on stdout): request ids, what the
 // logs must never hold, and what a failure shows the caller.
+import { WebClient } from "./web-client";
 import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
@@ -36,9 +37,12 @@ describe("logs and failures of a running Vigil", () => {
     expect(generatedId).toMatch(/^[0-9a-f-]{36}$/);
 
     const claimUrl = `${vigil.url}/claim/${claimToken}`;
-    expect((await fetch(claimUrl)).status).toBe(200);
-    const form = { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "email=ops%40example.com" };
-    expect((await fetch(claimUrl, form)).status).toBe(200);
+    const web = new WebClient(vigil.url);
+    expect((await web.get(claimUrl)).status).toBe(200);
+    const password = "ops password 123";
+    secrets.push(password, web.csrf);
+    expect((await web.post(claimUrl, { email: "ops@example.com", password })).status).toBe(303);
+    secrets.push(web.cookies.get("vigil_session")!);
     const wrongKey = "vgl_wrong0but0secret0looking0credential000000";
     secrets.push(wrongKey);
     expect((await fetch(`${vigil.url}/v1/account`, { headers: { authorization: `Bearer ${wrongKey}` } })).status).toBe(401);

@@ -44,7 +44,7 @@ beforeAll(async () => {
     },
   });
   await new Promise<void>((resolve) => smtp.listen(0, "127.0.0.1", resolve));
-  vigil = await startTestVigil({ SMTP_URL: `smtp://127.0.0.1:${(smtp.server.address() as AddressInfo).port}` });
+  vigil = await startTestVigil({ SMTP_URL: `smtp://127.0.0.1:${(smtp.server.address() as AddressInfo).port}`, EXPORT_RATE_LIMIT: "1000" });
   const created = await bootstrapAccount(vigil.url, { projectName: "Exports" });
   client = created.client;
   apiKey = created.account.apiKey;
@@ -53,6 +53,8 @@ beforeAll(async () => {
   const userId = newId();
   await vigil.ctx.sql`INSERT INTO users (id, email) VALUES (${userId}, ${member})`;
   await vigil.ctx.sql`INSERT INTO memberships (organization_id, user_id, role) VALUES (${tenant.organizationId}, ${userId}, 'member')`;
+  // Confirming an address through its mailed link is tested in limits-mail.test.ts.
+  await vigil.ctx.sql`INSERT INTO email_confirmations (email, confirmed_at) VALUES (${member.toLowerCase()}, now())`;
   const names = ['quote "this", please', "=HYPERLINK(\"x\")", "plain", "multi\nline", "plain"];
   await insertSpans(
     vigil.ctx,

@@ -5,25 +5,25 @@ type Json = unknown;
 
 const shapeError = (path: string, expected: string) => new DecodeError(`Invalid OTLP/JSON body: ${path} must be ${expected}`);
 
-function jsonArray(value: Json, path: string): Json[] {
+export function jsonArray(value: Json, path: string): Json[] {
   if (value === undefined || value === null) return [];
   if (!Array.isArray(value)) throw shapeError(path, "an array");
   return value;
 }
 
-function jsonObject(value: Json, path: string): Record<string, Json> {
+export function jsonObject(value: Json, path: string): Record<string, Json> {
   if (typeof value !== "object" || value === null || Array.isArray(value)) throw shapeError(path, "an object");
   return value as Record<string, Json>;
 }
 
-const optionalObject = (value: Json, path: string) => (value === undefined || value === null ? {} : jsonObject(value, path));
-const jsonString = (value: Json) => (typeof value === "string" ? value : value === undefined || value === null ? "" : String(value));
+export const optionalObject = (value: Json, path: string) => (value === undefined || value === null ? {} : jsonObject(value, path));
+export const jsonString = (value: Json) => (typeof value === "string" ? value : value === undefined || value === null ? "" : String(value));
 
 /** OTLP/JSON ids are hex strings (not base64 as in the generic protobuf JSON mapping). */
-const jsonId = (value: Json) => jsonString(value).toLowerCase();
+export const jsonId = (value: Json) => jsonString(value).toLowerCase();
 
 /** 64-bit unsigned nanoseconds: a decimal string (exact) or a number (exact only up to 2^53). */
-function jsonNanos(value: Json): string {
+export function jsonNanos(value: Json): string {
   if (typeof value === "string" && /^\d+$/.test(value)) return value.length > 1 && value[0] === "0" ? BigInt(value).toString() : value;
   if (typeof value === "number" && Number.isFinite(value) && value >= 0) return BigInt(Math.trunc(value)).toString();
   return "0";
@@ -54,7 +54,7 @@ function jsonInt(value: Json): number | string | null {
   return null;
 }
 
-function jsonAnyValue(value: Json, depth = 0): AttributeValue {
+export function jsonAnyValue(value: Json, depth = 0): AttributeValue {
   if (typeof value !== "object" || value === null) return null;
   if (depth > MAX_VALUE_DEPTH) throw tooDeep();
   const any = value as Record<string, Json>;
@@ -79,7 +79,7 @@ function jsonAnyValue(value: Json, depth = 0): AttributeValue {
 const isKeyValue = (entry: Json): entry is { key: string; value: Json } =>
   typeof entry === "object" && entry !== null && typeof (entry as { key?: Json }).key === "string";
 
-function jsonAttributes(value: Json, path: string): Attributes {
+export function jsonAttributes(value: Json, path: string): Attributes {
   const attributes: Attributes = new Map();
   for (const entry of jsonArray(value, path)) if (isKeyValue(entry)) attributes.set(entry.key, jsonAnyValue(entry.value));
   return attributes;
@@ -118,15 +118,20 @@ function jsonSpan(value: Json, path: string): DecodedSpan {
   };
 }
 
-/** Decodes an OTLP/JSON `ExportTraceServiceRequest` body. Throws DecodeError when the body is not one. */
-export function decodeJson(body: string | Uint8Array): DecodedTraces {
+/** The body as a JSON object; DecodeError when it is not one. */
+export function parseJsonBody(body: string | Uint8Array): Record<string, Json> {
   let parsed: Json;
   try {
     parsed = JSON.parse(typeof body === "string" ? body : new TextDecoder().decode(body));
   } catch (error) {
     throw new DecodeError(`Body is not valid JSON: ${(error as Error).message}`);
   }
-  const request = jsonObject(parsed, "the body");
+  return jsonObject(parsed, "the body");
+}
+
+/** Decodes an OTLP/JSON `ExportTraceServiceRequest` body. Throws DecodeError when the body is not one. */
+export function decodeJson(body: string | Uint8Array): DecodedTraces {
+  const request = parseJsonBody(body);
   const builder = new DecodedTracesBuilder();
   jsonArray(request.resourceSpans, "resourceSpans").forEach((item, r) => {
     const path = `resourceSpans[${r}]`;

@@ -5,21 +5,22 @@ import { bytesToBase64, bytesToHex, DecodedTracesBuilder, DecodeError, SPAN_KIND
 
 const PROTO_DIR = join(import.meta.dir, "..", "..", "proto");
 
-function loadTraceServiceSchema() {
+/** A message type of the vendored OTLP schema, loaded from its file (`opentelemetry/proto/…`). */
+export function loadOtlpType(file: string, type: string) {
   const root = new protobuf.Root();
   root.resolvePath = (_origin, target) => join(PROTO_DIR, target);
-  root.loadSync("opentelemetry/proto/collector/trace/v1/trace_service.proto");
-  return root.lookupType("opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest");
+  root.loadSync(file);
+  return root.lookupType(type);
 }
 
-const ExportTraceServiceRequest = loadTraceServiceSchema();
+const ExportTraceServiceRequest = loadOtlpType("opentelemetry/proto/collector/trace/v1/trace_service.proto", "opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest");
 
 /** protobufjs's 64-bit integers (long.js). */
-interface LongValue {
+export interface LongValue {
   toNumber(): number;
   toString(): string;
 }
-interface PbAnyValue {
+export interface PbAnyValue {
   value?: "stringValue" | "boolValue" | "intValue" | "doubleValue" | "arrayValue" | "kvlistValue" | "bytesValue";
   stringValue: string;
   boolValue: boolean;
@@ -29,7 +30,7 @@ interface PbAnyValue {
   kvlistValue: { values: PbKeyValue[] };
   bytesValue: Uint8Array;
 }
-interface PbKeyValue {
+export interface PbKeyValue {
   key: string;
   value?: PbAnyValue | null;
 }
@@ -55,7 +56,7 @@ interface PbRequest {
   }[];
 }
 
-const unsignedDecimal = (value: LongValue | number) => (typeof value === "number" ? String(value) : value.toString());
+export const unsignedDecimal = (value: LongValue | number) => (typeof value === "number" ? String(value) : value.toString());
 
 function signedInt(value: LongValue | number): number | string {
   if (typeof value === "number") return value;
@@ -63,7 +64,7 @@ function signedInt(value: LongValue | number): number | string {
   return Number.isSafeInteger(number) ? number : value.toString();
 }
 
-function pbAnyValue(any: PbAnyValue | null | undefined): AttributeValue {
+export function pbAnyValue(any: PbAnyValue | null | undefined): AttributeValue {
   switch (any?.value) {
     case "stringValue":
       return any.stringValue;
@@ -87,7 +88,7 @@ function pbAnyValue(any: PbAnyValue | null | undefined): AttributeValue {
   }
 }
 
-function pbAttributes(keyValues: PbKeyValue[]): Attributes {
+export function pbAttributes(keyValues: PbKeyValue[]): Attributes {
   const attributes: Attributes = new Map();
   for (const entry of keyValues) attributes.set(entry.key, pbAnyValue(entry.value));
   return attributes;

@@ -1,4 +1,4 @@
-import { attributeNumber, type AttributeReader, type AttributeValue } from "./attributes";
+import { attributeNumber, isRecord, parseJsonValue, type AttributeReader, type AttributeValue } from "./attributes";
 import type { DecodedEvent } from "./decode";
 
 // Resolution lists of design/INGEST.md: the first attribute that yields a value wins.
@@ -37,7 +37,15 @@ const VERCEL_NO_CACHE_INPUT = "ai.usage.inputTokenDetails.noCacheTokens";
 const VERCEL_TEXT_OUTPUT = "ai.usage.outputTokenDetails.textTokens";
 const TTFT_SECONDS = ["gen_ai.server.time_to_first_token", "llm.latency.time_to_first_token"];
 const TTFT_MILLISECONDS = ["ttft_ms", "ai.response.msToFirstChunk"];
-const TTFT_EVENTS = new Set(["gen_ai.content.completion", "gen_ai.choice", "ai.stream.firstChunk"]);
+/** Events at the first streamed token: OpenLLMetry sends one `gen_ai.content.completion.chunk` per chunk, OpenInference (Python) `First Token Stream Event`. */
+const TTFT_EVENTS = new Set(["gen_ai.content.completion", "gen_ai.choice", "ai.stream.firstChunk", "gen_ai.content.completion.chunk", "First Token Stream Event"]);
+/** Langfuse: `{"input", "output", "total", "input_cached_tokens", "output_reasoning_tokens", …}`, additive like ours. */
+const LANGFUSE_USAGE = "langfuse.observation.usage_details";
+const LANGFUSE_CACHE_READ = ["input_cached_tokens", "input_cache_read", "cache_read_input_tokens"];
+const LANGFUSE_CACHE_CREATE = ["input_cache_creation", "input_cache_write", "cache_creation_input_tokens"];
+const LANGFUSE_REASONING = ["output_reasoning_tokens", "output_reasoning"];
+/** Langfuse: the instant of the first streamed token, an ISO-8601 time (JSON-quoted as the SDK sends it). */
+const LANGFUSE_COMPLETION_START = "langfuse.observation.completion_start_time";
 
 export interface Tokens {
   input: number;
@@ -56,6 +64,8 @@ const count = (value: number | undefined) => (value === undefined || value < 0 ?
  * them. A cache larger than the input means the sender was additive after all, so nothing is subtracted.
  */
 export function resolveTokens(attributes: AttributeReader, provider: string): Tokens {
+  const langfuse = langfuseUsage(attributes);
+  if (langfuse) return langfuse;
   const cacheRead = count(attributes.number(CACHE_READ_TOKENS));
   const cacheCreate = count(attributes.number(CACHE_CREATE_TOKENS));
   const reasoning = count(attributes.number(REASONING_TOKENS));
@@ -77,6 +87,22 @@ export function resolveTokens(attributes: AttributeReader, provider: string): To
   else if (output >= reasoning) output -= reasoning;
 
   return { input, output, cacheRead, cacheCreate, reasoning };
+}
+
+/** Langfuse usage details, when the span reports its usage only there. */
+function langfuseUsage(attributes: AttributeReader): Tokens | undefined {
+  if (!attributes.has(LANGFUSE_USAGE) || attributes.numberEntry(INPUT_TOKENS) || attributes.numberEntry(OUTPUT_TOKENS)) return undefined;
+  const usage = parseJsonValue(attributes.get(LANGFUSE_USAGE));
+  if (!isRecord(usage)) return undefined;
+  attributes.consume(LANGFUSE_USAGE);
+  const first = (keys: string[]) => count(keys.map((key) => attributeNumber(usage[key] as AttributeValue)).find((value) => value !== undefined));
+  return {
+    input: first(["input", "prompt_tokens", "input_tokens"]),
+    output: first(["output", "completion_tokens", "output_tokens"]),
+    cacheRead: first(LANGFUSE_CACHE_READ),
+    cacheCreate: first(LANGFUSE_CACHE_CREATE),
+    reasoning: first(LANGFUSE_REASONING),
+  };
 }
 
 const NANOS_PER_SECOND = 1e9;
@@ -118,6 +144,15 @@ export function resolveTimeToFirstToken(attributes: AttributeReader, events: Dec
     return value;
   });
   if (fromSpan !== undefined) return Math.round(fromSpan);
+  const completionStart = parseJsonValue(attributes.get(LANGFUSE_COMPLETION_START));
+  if (typeof completionStart === "string") {
+    const startMs = Date.parse(completionStart);
+    if (Number.isFinite(startMs)) {
+      attributes.consume(LANGFUSE_COMPLETION_START);
+      const elapsed = nanosBetween(startTimeUnixNano, `${startMs}000000`);
+      if (elapsed > 0) return elapsed;
+    }
+  }
   for (const event of events) {
     const fromEvent = ttftFrom((key) => event.attributes.get(key));
     if (fromEvent !== undefined) return Math.round(fromEvent);

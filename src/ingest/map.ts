@@ -42,22 +42,40 @@ const SESSION_ID = [
   "traceloop.association.properties.session_id",
   "langsmith.trace.session_id",
   "session_id",
+  "ai.telemetry.metadata.sessionId",
   "ai.telemetry.metadata.threadId",
   "gen_ai.conversation.id",
 ];
-const USER_ID = ["user.id", "gen_ai.request.user", "traceloop.association.properties.user_id", "langsmith.metadata.user_id", "langfuse.user.id"];
+const USER_ID = [
+  "user.id",
+  "gen_ai.request.user",
+  "gen_ai.user",
+  "traceloop.association.properties.user_id",
+  "langsmith.metadata.user_id",
+  "langfuse.user.id",
+  "ai.telemetry.metadata.userId",
+];
 const SIMULATION_ID = ["latitude.simulation.id", "simulation.id"];
 const PROVIDER = ["gen_ai.provider.name", "gen_ai.system", "llm.system", "llm.provider", "ai.model.provider"];
-const MODEL = ["gen_ai.request.model", "llm.model_name", "ai.model.id", "embedding.model_name", "model"];
-const RESPONSE_MODEL = ["gen_ai.response.model", "ai.response.model", "llm.model_name"];
+/** After `gen_ai.request.model`, OpenInference's requested model (`llm.invocation_parameters.model`) comes first: its `llm.model_name` is often the response's. */
+const MODEL = ["llm.model_name", "ai.model.id", "embedding.model_name", "model", "langfuse.observation.model.name"];
+const RESPONSE_MODEL = ["gen_ai.response.model", "ai.response.model", "llm.model_name", "langfuse.observation.model.name"];
 const RESPONSE_ID = ["gen_ai.response.id", "ai.response.id"];
-const TOOL_CALL_ID = ["gen_ai.tool.call.id", "ai.toolCall.id", "tool_call.id"];
+const TOOL_CALL_ID = ["gen_ai.tool.call.id", "ai.toolCall.id", "tool.id", "tool_call.id"];
 const TOOL_NAME = ["gen_ai.tool.name", "ai.toolCall.name", "tool.name", "traceloop.entity.name"];
-const TOOL_INPUT = ["gen_ai.tool.call.arguments", "ai.toolCall.args", "input.value", "traceloop.entity.input"];
-const TOOL_OUTPUT = ["gen_ai.tool.call.result", "ai.toolCall.result", "output.value", "traceloop.entity.output"];
-const FINISH_REASONS = ["gen_ai.response.finish_reasons", "ai.response.finishReason"];
+const TOOL_INPUT = ["gen_ai.tool.call.arguments", "ai.toolCall.args", "input.value", "traceloop.entity.input", "langfuse.observation.input"];
+const TOOL_OUTPUT = ["gen_ai.tool.call.result", "ai.toolCall.result", "output.value", "traceloop.entity.output", "langfuse.observation.output"];
+const FINISH_REASONS = ["gen_ai.response.finish_reasons", "ai.response.finishReason", "llm.finish_reason"];
+/** OpenLLMetry sends `gen_ai.is_streaming` (older releases `llm.is_streaming`). */
+const STREAMING_FLAGS = ["gen_ai.request.stream", "gen_ai.is_streaming", "llm.is_streaming"];
 const METADATA_JSON = ["latitude.metadata", "metadata"];
-const METADATA_PREFIXES = ["langfuse.trace.metadata.", "langfuse.observation.metadata.", "traceloop.association.properties.", "langsmith.metadata."];
+const METADATA_PREFIXES = [
+  "langfuse.trace.metadata.",
+  "langfuse.observation.metadata.",
+  "traceloop.association.properties.",
+  "langsmith.metadata.",
+  "ai.telemetry.metadata.",
+];
 
 function stringList(value: AttributeValue | undefined, commaSeparated: boolean): string[] {
   const parsed = parseJsonValue(value ?? null);
@@ -139,6 +157,54 @@ const linksJson = (links: DecodedLink[]) =>
     links.map((link) => ({ traceId: link.traceId, spanId: link.spanId, traceState: link.traceState, flags: link.flags, attributes: attributesToObject(link.attributes) })),
   );
 
+const jsonRecord = (value: AttributeValue | undefined) => {
+  const parsed = parseJsonValue(value);
+  return isRecord(parsed) ? parsed : undefined;
+};
+const textOf = (value: unknown) => (typeof value === "string" ? value : "");
+
+/** The span's own flags, a streaming request, or a Vercel AI SDK streaming call (its wrapper as well as its `doStream` step). */
+function isStreaming(attributes: AttributeReader, invocation: Record<string, unknown> | undefined): boolean {
+  for (const key of STREAMING_FLAGS) if (attributes.boolean(key) === true) return true;
+  if (attributeText(attributes.get("ai.settings.mode")) === "stream" || invocation?.stream === true) return true;
+  const operationId = attributeText(attributes.get("ai.operationId"));
+  return operationId === "ai.streamText" || operationId === "ai.streamObject" || operationId.endsWith(".doStream");
+}
+
+interface ToolCall {
+  id: string;
+  name: string;
+  input: string;
+  output: string;
+}
+
+const NO_TOOL_CALL: ToolCall = { id: "", name: "", input: "", output: "" };
+
+/**
+ * LangChain (through OpenInference) records a tool's result as the ToolMessage it returns, `{"output": {lc, kwargs:
+ * {content, tool_call_id}}}`: the result is its content, and it alone names the call.
+ */
+function langChainToolMessage(output: string): { content: string; toolCallId: string } | undefined {
+  if (!output.startsWith('{"output":')) return undefined;
+  const message = jsonRecord(output)?.output;
+  const kwargs = isRecord(message) && message.lc !== undefined && isRecord(message.kwargs) ? message.kwargs : undefined;
+  if (!kwargs || kwargs.content === undefined) return undefined;
+  return { content: textOf(kwargs.content) || JSON.stringify(kwargs.content), toolCallId: textOf(kwargs.tool_call_id) };
+}
+
+/** A tool observation of Langfuse is named by its span alone. */
+function resolveToolCall(attributes: AttributeReader, spanName: string): ToolCall {
+  let output = attributes.readContent(() => attributes.text(TOOL_OUTPUT));
+  let id = attributes.text(TOOL_CALL_ID);
+  const langChain = langChainToolMessage(output);
+  if (langChain) {
+    output = langChain.content;
+    id ||= langChain.toolCallId;
+  }
+  const name = attributes.text(TOOL_NAME) || (attributes.has("langfuse.observation.type") ? spanName : "");
+  return { id, name, input: attributes.readContent(() => attributes.text(TOOL_INPUT)), output };
+}
+
 export function mapResource(attributes: Attributes): MappedResource {
   return { serviceName: attributeText(attributes.get("service.name")), resourceString: stringAttributes(attributes) };
 }
@@ -149,13 +215,17 @@ export function mapResource(attributes: Attributes): MappedResource {
  */
 export function mapSpan(span: DecodedSpan, resource: MappedResource, scope: DecodedScope, owner: SpanOwner): SpanRow {
   const attributes = new AttributeReader(span.attributes);
-  const provider = normalizeProvider(attributes.text(PROVIDER));
+  const metadata = resolveMetadata(attributes);
+  // OpenInference's request parameters and Langfuse's model parameters, as the provider API received them.
+  const invocation = jsonRecord(attributes.get("llm.invocation_parameters")) ?? jsonRecord(attributes.get("langfuse.observation.model.parameters"));
+  // LangChain (through OpenInference) names its provider and model only in its run metadata.
+  const provider = normalizeProvider(attributes.text(PROVIDER) || (metadata.ls_provider ?? ""));
   const operation = resolveOperation(attributes);
   const tokens = resolveTokens(attributes, provider);
   const timeToFirstToken = resolveTimeToFirstToken(attributes, span.events, span.startTimeUnixNano);
-  const stream = attributes.boolean("gen_ai.request.stream") === true || attributeText(attributes.get("ai.settings.mode")) === "stream";
   const isTool = operation === "execute_tool";
   const conversation = attributes.readContent(() => resolveConversation(attributes));
+  const tool = isTool ? resolveToolCall(attributes, span.name) : NO_TOOL_CALL;
   const toolDefinitions = attributes.readContent(() => resolveToolDefinitions(attributes));
   const textLines = [messagesText(conversation.input.messages), messagesText(conversation.output.messages)].filter((lines) => lines !== "");
 
@@ -180,7 +250,7 @@ export function mapSpan(span: DecodedSpan, resource: MappedResource, scope: Deco
     api_key_id: owner.apiKeyId,
     operation,
     provider,
-    model: attributes.text(MODEL),
+    model: attributes.text(["gen_ai.request.model"]) || textOf(invocation?.model) || attributes.text(MODEL) || (metadata.ls_model_name ?? ""),
     response_model: attributes.text(RESPONSE_MODEL),
     response_id: attributes.text(RESPONSE_ID),
     finish_reasons: resolveFinishReasons(attributes, conversation.output.messages),
@@ -189,7 +259,7 @@ export function mapSpan(span: DecodedSpan, resource: MappedResource, scope: Deco
     user_id: attributes.text(USER_ID),
     simulation_id: attributes.text(SIMULATION_ID),
     tags: resolveTags(attributes),
-    metadata: resolveMetadata(attributes),
+    metadata,
     tokens_input: tokens.input,
     tokens_output: tokens.output,
     tokens_cache_read: tokens.cacheRead,
@@ -200,12 +270,12 @@ export function mapSpan(span: DecodedSpan, resource: MappedResource, scope: Deco
     cost_total_microcents: 0,
     cost_is_estimated: false,
     time_to_first_token_ns: timeToFirstToken,
-    is_streaming: stream || timeToFirstToken > 0,
+    is_streaming: isStreaming(attributes, invocation) || timeToFirstToken > 0,
     is_usage_wrapper: isVercelUsageWrapper(attributes),
-    tool_call_id: isTool ? attributes.text(TOOL_CALL_ID) : "",
-    tool_name: isTool ? attributes.text(TOOL_NAME) : "",
-    tool_input: isTool ? attributes.readContent(() => attributes.text(TOOL_INPUT)) : "",
-    tool_output: isTool ? attributes.readContent(() => attributes.text(TOOL_OUTPUT)) : "",
+    tool_call_id: tool.id,
+    tool_name: tool.name,
+    tool_input: tool.input,
+    tool_output: tool.output,
     defined_tools: [...new Set(toolDefinitions.map((tool) => tool.name))],
     tool_definitions: jsonOrEmpty(toolDefinitions),
     system_instructions: jsonOrEmpty(conversation.system),

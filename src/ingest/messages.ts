@@ -25,7 +25,10 @@ export interface ToolDefinition {
 const text = (value: unknown) => (typeof value === "string" ? value : value === undefined || value === null ? "" : JSON.stringify(value));
 const optionalString = (value: unknown) => (typeof value === "string" && value !== "" ? value : undefined);
 
-/** JSON objects and arrays sent as strings (tool arguments, results, schemas) become values; other text stays. */
+/**
+ * JSON objects and arrays sent as strings (tool arguments, results, schemas) become values; other text stays. Tool
+ * arguments and results so have one shape whatever the source sent.
+ */
 function parseJsonContainer(value: unknown): unknown {
   if (typeof value !== "string") return value;
   const first = value.trimStart()[0];
@@ -73,17 +76,21 @@ export function normalizePart(block: unknown): MessagePart[] {
     case "input_text":
     case "output_text":
       return [textPart(text(block.text))];
-    case "tool_call":
-      if (typeof block.name === "string") return [block as MessagePart];
-      return [toolCallPart(block.id, block.name, block.arguments)];
+    case "tool_call": {
+      if (typeof block.name !== "string") return [toolCallPart(block.id, block.name, block.arguments)];
+      const args = parseJsonContainer(block.arguments);
+      return [args === block.arguments ? (block as MessagePart) : { ...block, type: "tool_call", arguments: args }];
+    }
     case "tool-call":
       return [toolCallPart(block.toolCallId, block.toolName, block.input ?? block.args)];
     case "tool_use":
       return [toolCallPart(block.id, block.name, block.input)];
     case "function_call":
       return [toolCallPart(block.call_id ?? block.id, block.name, block.arguments)];
-    case "tool_call_response":
-      return [block as MessagePart];
+    case "tool_call_response": {
+      const response = parseJsonContainer(block.response);
+      return [response === block.response ? (block as MessagePart) : { ...block, type: "tool_call_response", response }];
+    }
     case "tool-result":
       return [toolResponsePart(block.toolCallId, vercelToolOutput(block.output ?? block.result))];
     case "tool_result":
@@ -146,7 +153,7 @@ function normalizeMessage(raw: unknown, defaultRole: string): Message | null {
   } else {
     const toolCallId = raw.tool_call_id ?? raw.toolCallId;
     parts =
-      role === "tool" && toolCallId !== undefined && !Array.isArray(raw.content)
+      role === "tool" && !Array.isArray(raw.content)
         ? [toolResponsePart(toolCallId, raw.content)]
         : contentParts(raw.content);
     parts.push(...toolCallParts(raw.tool_calls ?? raw.toolCalls));
@@ -214,7 +221,7 @@ export function openInferenceMessages(flattened: unknown, defaultRole: string): 
     const role = optionalString(message.role) ?? defaultRole;
     const parts: MessagePart[] = [];
     const toolCallId = message.tool_call_id;
-    if (role === "tool" && toolCallId !== undefined) parts.push(toolResponsePart(toolCallId, message.content));
+    if (role === "tool") parts.push(toolResponsePart(toolCallId, message.content));
     else if (message.content !== undefined) parts.push(...contentParts(message.content));
     for (const content of indexedItems(message.contents)) {
       const block = isRecord(content) && isRecord(content.message_content) ? content.message_content : null;

@@ -12,12 +12,23 @@ import type { Logger } from "../lib/log";
 import type { AuthService } from "../modules/auth/service";
 import type { ExportOutcome } from "./respond";
 import type { SpanRow } from "./row";
+import { defaultRetentionDays, limitAttributes, outsideWindow, type SpanLimits } from "./span-limits";
 
 /** Where rows go once mapped: `accept` resolves when they are durable; both throw BackpressureError when full. */
 export interface SpanSink {
   admit(approxBytes: number): void;
   accept(rows: readonly SpanRow[], approxBytes: number): Promise<void>;
 }
+
+/** The OTLP signals Vigil receives: spans, and log records (GenAI events carrying a span's messages). */
+export type OtlpSignal = "traces" | "logs";
+
+/** Log records of one export, read by the logs stage with the export's projects (src/ingest/logs.ts). */
+export interface LogSink {
+  accept(owner: ExportOwner, request: ExportRequest, body: OtlpBody, projects: ExportProjects): Promise<ExportOutcome>;
+}
+
+export type ExportOwner = Omit<SpanOwner, "projectId">;
 
 export interface ExportRequest {
   authorization: string | null;
@@ -27,63 +38,101 @@ export interface ExportRequest {
   announcedBytes: number;
 }
 
-interface ProjectRef {
+export interface ProjectRef {
   id: string;
   hasFirstTrace: boolean;
 }
 
 const projectCacheMs = 10_000;
 const unknownProjectCacheMs = 1_000;
-const PROJECT_ATTRIBUTE = "latitude.project";
+/** The attribute naming a span's or log record's project, on the record or its resource. */
+export const PROJECT_ATTRIBUTE = "latitude.project";
 
 /** receive → decode → map → redact → price → batch, shared by the HTTP and gRPC receivers. */
 export class IngestPipeline {
   private projects = new Map<string, Map<string, { ref: ProjectRef | null; expiresAt: number }>>();
-  /** Exports admitted and not answered yet. */
+  /** Exports decoding or writing, bodies in memory. */
   private inFlight = 0;
+  /** Bodies being received, per organization. */
+  private readonly reading = new Map<string, number>();
 
   constructor(
     private readonly auth: AuthService,
     private readonly sql: Sql,
     private readonly policies: RedactionPolicies,
     private readonly sink: SpanSink,
+    private readonly logs: LogSink,
     /**
      * Exports decoded at once. Decoding and mapping are CPU-bound, so past a few dozen more concurrency
      * only queues work and memory: beyond it senders get a 503 at once and back off.
      */
     private readonly maxConcurrentExports: number,
     private readonly log: Logger,
+    /** Per-span limits and the accepted start times (INGEST_MAX_ATTRIBUTE_VALUE_BYTES, INGEST_MAX_ATTRIBUTES_PER_SPAN, INGEST_MAX_FUTURE_SECONDS). */
+    private readonly spanLimits: SpanLimits & { maxFutureSkewMs: number },
   ) {}
 
   /**
    * Runs one export. The credential is checked and the writer asked for room before the body is read, so
-   * neither an unauthenticated sender nor a saturated writer costs a decompression or a decode.
+   * neither an unauthenticated sender nor a saturated writer costs a decompression or a decode. A decode
+   * slot is taken only once the body is in memory: senders that are slow to send it hold no slot, and
+   * each organization may be reading at most `maxConcurrentExports` bodies at once.
    */
-  async export(request: ExportRequest, readBody: () => Promise<OtlpBody>): Promise<ExportOutcome> {
-    const principal = await this.auth.fromHeader(request.authorization);
-    if (principal.kind !== "api_key" || !principal.apiKeyId) throw unauthorized("Ingest accepts API keys only");
-    const owner = { organizationId: principal.organizationId, apiKeyId: principal.apiKeyId };
+  async export(request: ExportRequest, readBody: () => Promise<OtlpBody>, signal: OtlpSignal = "traces"): Promise<ExportOutcome> {
+    const owner = await this.owner(request.authorization);
     try {
       this.sink.admit(request.announcedBytes);
     } catch (error) {
       throw saturated(error);
     }
+    const reading = this.reading.get(owner.organizationId) ?? 0;
+    if (reading >= this.maxConcurrentExports) throw saturated(new BackpressureError("busy", 1));
+    this.reading.set(owner.organizationId, reading + 1);
+    let body: OtlpBody;
+    try {
+      body = await readBody();
+    } finally {
+      const left = (this.reading.get(owner.organizationId) ?? 1) - 1;
+      if (left > 0) this.reading.set(owner.organizationId, left);
+      else this.reading.delete(owner.organizationId);
+    }
     if (this.inFlight >= this.maxConcurrentExports) throw saturated(new BackpressureError("busy", 1));
     this.inFlight++;
     try {
-      return await this.run(owner, request, await readBody());
+      const projects = new ExportProjects(owner.organizationId, this.policies, (reference) => this.project(owner.organizationId, reference));
+      return signal === "traces" ? await this.traces(owner, request, body, projects) : await this.logs.accept(owner, request, body, projects);
     } finally {
       this.inFlight--;
     }
   }
 
-  private async run(owner: Omit<SpanOwner, "projectId">, request: ExportRequest, body: OtlpBody): Promise<ExportOutcome> {
+  /** The API key's organization, or a 401; the gRPC receiver asks before it accepts a message. */
+  async owner(authorization: string | null): Promise<ExportOwner> {
+    const principal = await this.auth.fromHeader(authorization);
+    if (principal.kind !== "api_key" || !principal.apiKeyId) throw unauthorized("Ingest accepts API keys only");
+    return { organizationId: principal.organizationId, apiKeyId: principal.apiKeyId };
+  }
+
+  /**
+   * Spans Vigil makes itself (prompt gateway runs) on behalf of an API key: the same decode → map →
+   * redact → price → write path as an export from that key, without the credential round trip.
+   */
+  async exportAs(owner: ExportOwner, body: OtlpBody): Promise<ExportOutcome> {
+    try {
+      this.sink.admit(body.bytes.byteLength);
+    } catch (error) {
+      throw saturated(error);
+    }
+    const projects = new ExportProjects(owner.organizationId, this.policies, (reference) => this.project(owner.organizationId, reference));
+    return this.traces(owner, { authorization: null, project: null, announcedBytes: body.bytes.byteLength }, body, projects);
+  }
+
+  private async traces(owner: ExportOwner, request: ExportRequest, body: OtlpBody, projects: ExportProjects): Promise<ExportOutcome> {
     const decoded = decode(body);
     const rejections = decoded.rejected.map((rejected) => rejected.reason);
     const rows: SpanRow[] = [];
-    // Per export, each project reference is resolved once, and each project's redactor fetched once.
-    const projects = new Map<string, ProjectRef | null>();
-    const redactors = new Map<string, SpanRedactor>();
+    // Spans outside the accepted window are valid OTLP: refused in a partial success, never a 400.
+    const outsideRejections: string[] = [];
 
     for (const resourceSpans of decoded.resourceSpans) {
       const resource = mapResource(resourceSpans.resource);
@@ -91,36 +140,32 @@ export class IngestPipeline {
       for (const { scope, spans } of resourceSpans.scopeSpans) {
         for (const span of spans) {
           const reference = attributeText(span.attributes.get(PROJECT_ATTRIBUTE)) || resourceProject;
-          if (!reference) {
-            rejections.push(`span ${span.spanId}: no project (set ${PROJECT_ATTRIBUTE} or X-Latitude-Project)`);
+          const project = projects.known(reference) ?? (await projects.resolve(reference));
+          if (typeof project === "string") {
+            rejections.push(`span ${span.spanId}: ${project}`);
             continue;
           }
-          let project = projects.get(reference);
-          if (project === undefined) {
-            project = await this.project(owner.organizationId, reference);
-            projects.set(reference, project);
-            if (project && !redactors.has(project.id)) redactors.set(project.id, await this.policies.forProject(owner.organizationId, project.id));
-          }
-          if (!project) {
-            rejections.push(`span ${span.spanId}: unknown project "${reference}"`);
+          const row = mapSpan({ ...span, attributes: limitAttributes(span.attributes, this.spanLimits) }, resource, scope, { ...owner, projectId: project.ref.id });
+          const outside = outsideWindow(row.start_time, row.retention_days, { ...this.spanLimits, defaultRetentionDays });
+          if (outside) {
+            outsideRejections.push(`span ${span.spanId}: ${outside}`);
             continue;
           }
-          const row = mapSpan(span, resource, scope, { ...owner, projectId: project.id });
-          const redactor = redactors.get(project.id)!;
-          if (!redactor.isNoop) redactor.redactRow(row);
+          if (!project.redactor.isNoop) project.redactor.redactRow(row);
           rows.push(priceSpan(row));
         }
       }
     }
+    if (rows.length === 0 && rejections.length > 0) throw badRequest(`All spans rejected: ${summarize([...rejections, ...outsideRejections])}`);
+    rejections.push(...outsideRejections);
     // An empty request is a successful no-op, as for the OpenTelemetry Collector.
-    if (rows.length === 0 && rejections.length === 0) return { rejectedSpans: 0, errorMessage: "" };
-    if (rows.length === 0) throw badRequest(`All spans rejected: ${summarize(rejections)}`);
+    if (rows.length === 0) return { rejected: rejections.length, errorMessage: summarize(rejections) };
 
     await this.sink.accept(rows, body.bytes.byteLength).catch((error) => {
       throw saturated(error);
     });
-    for (const project of projects.values()) if (project && !project.hasFirstTrace) await this.markFirstTrace(project);
-    return { rejectedSpans: rejections.length, errorMessage: rejections.length ? summarize(rejections) : "" };
+    for (const project of projects.resolved()) if (!project.hasFirstTrace) await this.markFirstTrace(project);
+    return { rejected: rejections.length, errorMessage: rejections.length ? summarize(rejections) : "" };
   }
 
   /**
@@ -172,12 +217,49 @@ function decode(body: OtlpBody): DecodedTraces {
   }
 }
 
+/** A project of an export with its redactor. */
+export type ExportProject = { ref: ProjectRef; redactor: SpanRedactor };
+
+/** The projects one export names: each reference resolved once, each project's redactor fetched once. */
+export class ExportProjects {
+  private readonly byReference = new Map<string, ExportProject | null>();
+
+  constructor(
+    private readonly organizationId: string,
+    private readonly policies: RedactionPolicies,
+    private readonly lookup: (reference: string) => Promise<ProjectRef | null>,
+  ) {}
+
+  /** What `resolve` answered for `reference` before, without waiting: undefined the first time. */
+  known(reference: string): ExportProject | string | undefined {
+    const project = this.byReference.get(reference);
+    return project === undefined ? undefined : (project ?? `unknown project "${reference}"`);
+  }
+
+  /** The project of a record naming `reference` (its own attribute, its resource's, else the header), or why the record is rejected. */
+  async resolve(reference: string): Promise<ExportProject | string> {
+    if (!reference) return `no project (set ${PROJECT_ATTRIBUTE} or X-Latitude-Project)`;
+    let project = this.byReference.get(reference);
+    if (project === undefined) {
+      const ref = await this.lookup(reference);
+      const known = ref && [...this.byReference.values()].find((other) => other?.ref.id === ref.id);
+      project = known ?? (ref ? { ref, redactor: await this.policies.forProject(this.organizationId, ref.id) } : null);
+      this.byReference.set(reference, project);
+    }
+    return project ?? `unknown project "${reference}"`;
+  }
+
+  resolved(): ProjectRef[] {
+    return [...new Set([...this.byReference.values()].flatMap((project) => (project ? [project.ref] : [])))];
+  }
+}
+
 /** A full writer is a 503 with its Retry-After; any other error passes through. */
-function saturated(error: unknown): unknown {
+export function saturated(error: unknown): unknown {
   return error instanceof BackpressureError ? unavailable(error.retryAfterSeconds, "Ingest is saturated, retry later") : error;
 }
 
-function summarize(reasons: string[]): string {
+export function summarize(reasons: string[]): string {
   const shown = reasons.slice(0, 3).join("; ");
   return reasons.length > 3 ? `${shown}; and ${reasons.length - 3} more` : shown;
 }

@@ -1,4 +1,4 @@
-import { attributeNumber } from "./attributes";
+import { attributeNumber, isRecord, parseJsonValue, type AttributeValue } from "./attributes";
 import { normalizeProvider } from "./map-operation";
 import pricingTable from "./pricing.json";
 import type { SpanRow } from "./row";
@@ -137,6 +137,23 @@ function explicitCost(row: SpanRow, keys: string[]): number | undefined {
   return undefined;
 }
 
+/** Langfuse `cost_details` in USD: `{"input", "output", "total", "input_cached_tokens", …}`; each side is the sum of its keys. */
+function langfuseCost(row: SpanRow): { input: number; output: number } | undefined {
+  const details = row.attr_string["langfuse.observation.cost_details"];
+  if (!details) return undefined;
+  const parsed = parseJsonValue(details);
+  if (!isRecord(parsed)) return undefined;
+  let input: number | undefined;
+  let output: number | undefined;
+  for (const [key, value] of Object.entries(parsed)) {
+    const usd = attributeNumber(value as AttributeValue);
+    if (usd === undefined || usd < 0) continue;
+    if (key.startsWith("input")) input = (input ?? 0) + usd;
+    else if (key.startsWith("output")) output = (output ?? 0) + usd;
+  }
+  return input !== undefined && output !== undefined ? { input, output } : undefined;
+}
+
 const toMicrocents = (usd: number) => Math.round(usd * MICROCENTS_PER_USD);
 
 /**
@@ -144,8 +161,9 @@ const toMicrocents = (usd: number) => Math.round(usd * MICROCENTS_PER_USD);
  * otherwise tokens × the listed price (estimated), otherwise zero (not estimated).
  */
 export function priceSpan(row: SpanRow): SpanRow {
-  const inputUsd = explicitCost(row, EXPLICIT_INPUT_COST);
-  const outputUsd = explicitCost(row, EXPLICIT_OUTPUT_COST);
+  const langfuse = langfuseCost(row);
+  const inputUsd = explicitCost(row, EXPLICIT_INPUT_COST) ?? langfuse?.input;
+  const outputUsd = explicitCost(row, EXPLICIT_OUTPUT_COST) ?? langfuse?.output;
   if (inputUsd !== undefined && outputUsd !== undefined) {
     row.cost_input_microcents = toMicrocents(inputUsd);
     row.cost_output_microcents = toMicrocents(outputUsd);

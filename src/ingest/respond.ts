@@ -1,9 +1,14 @@
+import type { OtlpSignal } from "./pipeline";
 import type { OtlpEncoding } from "./receive";
 
 export interface ExportOutcome {
-  rejectedSpans: number;
+  /** Spans or log records left out. */
+  rejected: number;
   errorMessage: string;
 }
+
+/** The partial-success count's name in each signal's OTLP/JSON answer. */
+const REJECTED_FIELD: Record<OtlpSignal, string> = { traces: "rejectedSpans", logs: "rejectedLogRecords" };
 
 function varint(value: number, out: number[]) {
   while (value > 0x7f) {
@@ -13,13 +18,16 @@ function varint(value: number, out: number[]) {
   out.push(value);
 }
 
-/** `ExportTraceServiceResponse` in protobuf: empty on full success, else `partial_success` (field 1). */
+/**
+ * `ExportTraceServiceResponse` or `ExportLogsServiceResponse` in protobuf (the same fields): empty on full success,
+ * else `partial_success` (field 1).
+ */
 export function encodeExportResponse(outcome: ExportOutcome): Uint8Array {
-  if (outcome.rejectedSpans === 0 && !outcome.errorMessage) return new Uint8Array(0);
+  if (outcome.rejected === 0 && !outcome.errorMessage) return new Uint8Array(0);
   const partial: number[] = [];
-  if (outcome.rejectedSpans > 0) {
+  if (outcome.rejected > 0) {
     partial.push(0x08);
-    varint(outcome.rejectedSpans, partial);
+    varint(outcome.rejected, partial);
   }
   const message = new TextEncoder().encode(outcome.errorMessage);
   if (message.length > 0) {
@@ -34,10 +42,10 @@ export function encodeExportResponse(outcome: ExportOutcome): Uint8Array {
 }
 
 /** The OTLP/HTTP answer in the request's own encoding. */
-export function exportResponse(outcome: ExportOutcome, encoding: OtlpEncoding): Response {
+export function exportResponse(outcome: ExportOutcome, encoding: OtlpEncoding, signal: OtlpSignal): Response {
   if (encoding === "protobuf") {
     return new Response(encodeExportResponse(outcome), { headers: { "content-type": "application/x-protobuf" } });
   }
-  const body = outcome.rejectedSpans > 0 || outcome.errorMessage ? { partialSuccess: outcome } : {};
+  const body = outcome.rejected > 0 || outcome.errorMessage ? { partialSuccess: { [REJECTED_FIELD[signal]]: outcome.rejected, errorMessage: outcome.errorMessage } } : {};
   return Response.json(body);
 }

@@ -9,7 +9,14 @@ export interface MailMessage {
   to: string;
   subject: string;
   text: string;
+  /** Threading: a message's own id, and the id of the message it answers (mail clients group them). */
+  messageId?: string;
+  inReplyTo?: string;
+  references?: string;
 }
+
+/** What logs say of a recipient: the domain of the address, which names no one. */
+export const recipientDomain = (address: string) => address.slice(address.lastIndexOf("@") + 1).toLowerCase();
 
 export interface Mailer {
   /** Resolves once the message is handed to the SMTP server, or written to the outbox without one. */
@@ -21,7 +28,7 @@ export interface Mailer {
 /**
  * Mail over SMTP_URL, or, when it is unset, RFC 822 `.eml` files in `$DATA_DIR/outbox/` so a
  * single-machine install still gets its links. Message bodies may hold secrets (claim links): only
- * the recipient, subject and file name are logged.
+ * the recipient's domain, the subject and the file name are logged, never the address.
  */
 export function createMailer(config: Pick<Config, "smtpUrl" | "mailFrom" | "dataDir">, log: Logger): Mailer {
   const outbox = join(config.dataDir, "outbox");
@@ -32,14 +39,14 @@ export function createMailer(config: Pick<Config, "smtpUrl" | "mailFrom" | "data
   async function deliver(message: MailMessage): Promise<void> {
     if (smtp) {
       await smtp.sendMail(message);
-      log.info("mail sent", { to: message.to, subject: message.subject });
+      log.info("mail sent", { toDomain: recipientDomain(message.to), subject: message.subject });
       return;
     }
     const { message: eml } = await composer.sendMail(message);
     await mkdir(outbox, { recursive: true });
     const file = join(outbox, `${new Date().toISOString().replace(/[:.]/g, "-")}-${newId()}.eml`);
     await writeFile(file, eml as Buffer, { mode: 0o600 });
-    log.info("mail written to outbox (SMTP_URL is not set)", { to: message.to, subject: message.subject, file });
+    log.info("mail written to outbox (SMTP_URL is not set)", { toDomain: recipientDomain(message.to), subject: message.subject, file });
   }
 
   return {

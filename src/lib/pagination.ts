@@ -36,7 +36,30 @@ export function decodeCursor(cursor: string, keyLength: number): string[] {
   } catch {
     // fall through to the 400 below
   }
-  throw badRequest("cursor: is not a cursor returned by this list");
+  throw notACursor();
+}
+
+const notACursor = () => badRequest("cursor: is not a cursor returned by this list");
+
+/** A cursor part holding a UTC timestamp to the microsecond (`2026-01-02T03:04:05.123456Z`), a real instant of years 1–9999. */
+export function cursorTimestamp(part: string): string {
+  const match = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.\d{6}Z$/.exec(part);
+  if (!match) throw notACursor();
+  const [, year, month, day, hour, minute, second] = match.map(Number) as number[];
+  const date = new Date(Date.UTC(year!, month! - 1, day!, hour!, minute!, second!));
+  date.setUTCFullYear(year!);
+  const real = year! >= 1 && date.getUTCMonth() === month! - 1 && date.getUTCDate() === day! && date.getUTCHours() === hour! && date.getUTCMinutes() === minute! && date.getUTCSeconds() === second!;
+  if (!real) throw notACursor();
+  return part;
+}
+
+/** Microseconds since the epoch up to the year 9999: what a cursor of PostgreSQL timestamps holds. */
+const maxCursorMicros = 253_402_300_800_000_000n;
+
+/** A cursor part holding microseconds since the epoch, within PostgreSQL's timestamps. */
+export function cursorMicros(part: string): string {
+  if (!/^\d{1,18}$/.test(part) || BigInt(part) >= maxCursorMicros) throw notACursor();
+  return part;
 }
 
 /** Builds a page from up to `limit + 1` rows fetched in sort order; the extra row only says there is more. */

@@ -2,6 +2,10 @@ import type { Sql } from "../db/postgres";
 
 export interface RateLimitResult {
   allowed: boolean;
+  /** Hits counted in the current window, this one included. */
+  count: number;
+  /** When the current window ends (Unix seconds). */
+  resetAt: number;
   /** Seconds until the current window ends and the count starts over. */
   retryAfterSeconds: number;
 }
@@ -19,14 +23,15 @@ export class RateLimiter {
 
   async hit(key: string, limit: number, windowSeconds: number): Promise<RateLimitResult> {
     if (windowSeconds > maxWindowSeconds) throw new Error(`rate-limit windows are at most ${maxWindowSeconds} s`);
-    const [row] = await this.sql<{ count: number; retry_after: number }[]>`
+    const [row] = await this.sql<{ count: number; retry_after: number; reset_at: number }[]>`
       INSERT INTO rate_limits AS r (key, window_start, count)
       VALUES (${key}, to_timestamp(floor(extract(epoch FROM now()) / ${windowSeconds}::int) * ${windowSeconds}::int), 1)
       ON CONFLICT (key) DO UPDATE SET
         count = CASE WHEN r.window_start >= excluded.window_start THEN r.count + 1 ELSE 1 END,
         window_start = greatest(r.window_start, excluded.window_start)
-      RETURNING count, extract(epoch FROM window_start + make_interval(secs => ${windowSeconds}::int) - now())::float8 AS retry_after`;
-    return { allowed: row!.count <= limit, retryAfterSeconds: Math.max(1, Math.ceil(row!.retry_after)) };
+      RETURNING count, extract(epoch FROM window_start + make_interval(secs => ${windowSeconds}::int) - now())::float8 AS retry_after,
+        extract(epoch FROM window_start + make_interval(secs => ${windowSeconds}::int))::float8 AS reset_at`;
+    return { allowed: row!.count <= limit, count: row!.count, resetAt: Math.ceil(row!.reset_at), retryAfterSeconds: Math.max(1, Math.ceil(row!.retry_after)) };
   }
 
   /** Drops counters whose window ended long ago; a background job calls this. */

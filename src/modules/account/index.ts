@@ -1,12 +1,10 @@
 import { Elysia, t } from "elysia";
 import type { Context } from "../../context";
-import { HttpError } from "../../lib/errors";
 import { createMailer } from "../../lib/mailer";
 import { clientAddress } from "../../lib/net";
 import { RateLimiter } from "../../lib/rate-limit";
 import { authGuard } from "../auth";
-import { claimedPage, claimPage } from "./claim-page";
-import { AccountResponse, BootstrapAccountBody, BootstrapAccountResponse, ClaimForm, ClaimParams } from "./model";
+import { AccountResponse, BootstrapAccountBody, BootstrapAccountResponse, ReissueClaimBody, ReissueClaimResponse } from "./model";
 import { AccountService } from "./service";
 
 /** Temporary accounts (bootstrap, claim page) and who the caller is. */
@@ -25,32 +23,30 @@ export const accountModule = ({ sql, config, log, auth, onShutdown }: Context) =
         body: t.Optional(BootstrapAccountBody),
         response: { 201: BootstrapAccountResponse },
         detail: {
+          operationId: "bootstrapAccount",
           summary: "Create a temporary account",
           description:
             "No authentication. Creates an organization with a project and an API key, and a claim link (emailed to `userEmail` when given) valid for 7 days; unclaimed, the organization is then deleted. Rate limited per client address (429 with `Retry-After`); behind `TRUSTED_PROXIES` the address comes from `X-Forwarded-For`.",
         },
       },
     )
-    .get("/claim/:token", async ({ params }) => claimPage(await account.claimView(params.token)), {
-      params: ClaimParams,
-      detail: { summary: "Claim page", description: "HTML form to take ownership of a temporary organization." },
-    })
-    .post(
-      "/claim/:token",
-      async ({ params, body }) => {
-        try {
-          const outcome = await account.claim(params.token, body);
-          return outcome.claimed ? claimedPage(outcome.organizationName) : claimPage(outcome.view);
-        } catch (error) {
-          if (!(error instanceof HttpError) || error.status !== 400) throw error;
-          return claimPage(await account.claimView(params.token), { message: error.message, email: body.email, name: body.name ?? "" });
-        }
-      },
-      { params: ClaimParams, body: ClaimForm, detail: { summary: "Claim a temporary organization", description: "Form post of the claim page." } },
-    )
     .use(authGuard(auth))
     .get("/v1/account", ({ principal }) => account.account(principal), {
       response: AccountResponse,
-      detail: { summary: "Who the credential is", description: "API keys belong to the organization: `user` and `role` are null for them." },
+      detail: {
+        operationId: "getAccount",
+        summary: "Who the credential is",
+        description: "API keys belong to the organization: `user` and `role` are null for them. OAuth access tokens act for their user.",
+      },
+    })
+    .post("/v1/account/claim", ({ principal, body }) => account.reissueClaim(principal.organizationId, body.email), {
+      body: ReissueClaimBody,
+      response: ReissueClaimResponse,
+      detail: {
+        operationId: "requestAccountClaim",
+        summary: "Mail a new claim link",
+        description:
+          "For a temporary (bootstrap) organization still unclaimed: mails a fresh claim link to `email`, where a person takes ownership. Earlier links stop working. 400 once claimed.",
+      },
     });
 };

@@ -35,4 +35,9 @@ export const ClaimParams = t.Object({ token: t.String() });
 export const ClaimForm = t.Object({
   email: t.String({ maxLength: 320 }),
   name: t.Optional(t.String({ maxLength: 256 })),
+  password: t.String({ maxLength: 256 }),
+  csrf: t.Optional(t.String()),
 });
+
+export const ReissueClaimBody = t.Object({ email: t.String({ format: "email", maxLength: 320, description: "Where the new claim link is sent" }) });
+export const ReissueClaimResponse = t.Object({ claimEmail: t.String(), claimExpiresAt: t.String({ format: "date-time" }) });

@@ -1,6 +1,7 @@
 import type { Config } from "../../config";
 import type { Queryable, Sql } from "../../db/postgres";
 import { badRequest, notFound, tooManyRequests } from "../../lib/errors";
+import { addMembership, checkEmail, userWithPassword } from "../../web/people";
 import { newId, newToken, sha256Hex, slugify } from "../../lib/ids";
 import type { Logger } from "../../lib/log";
 import type { Mailer } from "../../lib/mailer";
@@ -23,9 +24,7 @@ export interface ClaimView {
   expiresAt: Date;
 }
 
-export type ClaimOutcome = { claimed: true; organizationName: string } | { claimed: false; view: ClaimView | null };
-
-const emailPattern = /^[^\s@\u0000]+@[^\s@\u0000]+\.[^\s@\u0000]+$/;
+export type ClaimOutcome = { claimed: true; organizationName: string; organizationId: string; userId: string } | { claimed: false; view: ClaimView | null };
 
 /** Inserts a bootstrap organization under a free slug: the name's, or with a random suffix when taken. */
 async function insertBootstrapOrganization(sql: Queryable, name: string): Promise<{ id: string; slug: string }> {
@@ -125,12 +124,12 @@ export class AccountService {
   }
 
   /**
-   * Hands the organization to the person holding the link: their user (created on first claim) becomes
-   * its owner and the organization stops being temporary.
+   * Hands the organization to the person holding the link: their account (created with the password
+   * on first claim, else checked against it) becomes its owner, the organization stops being
+   * temporary and its expiry is cancelled. The link works once.
    */
-  async claim(token: string, form: { email: string; name?: string }): Promise<ClaimOutcome> {
-    const email = form.email.trim();
-    if (!emailPattern.test(email)) throw badRequest("email: must be an email address");
+  async claim(token: string, form: { email: string; name?: string; password: string }): Promise<ClaimOutcome> {
+    const email = checkEmail(form.email);
     const name = form.name?.trim() ? requiredName("name", form.name) : null;
     const hash = sha256Hex(token);
     const claimed = await this.sql.begin(async (tx) => {
@@ -145,17 +144,35 @@ export class AccountService {
         RETURNING o.id, o.name`;
       if (!organization) return null;
       await tx`UPDATE bootstrap_claims SET claimed_at = now() WHERE token_hash = ${hash}`;
-      const [user] = await tx<{ id: string }[]>`
-        INSERT INTO users (id, email, name) VALUES (${newId()}, ${email}, ${name})
-        ON CONFLICT ((lower(email))) DO UPDATE SET name = coalesce(users.name, excluded.name), updated_at = now()
-        RETURNING id`;
-      await tx`INSERT INTO memberships (organization_id, user_id, role) VALUES (${organization.id}, ${user!.id}, 'owner')`;
-      return { ...organization, userId: user!.id };
+      const userId = await userWithPassword(tx, email, form.password, name);
+      await addMembership(tx, organization.id, userId, "owner");
+      return { ...organization, userId };
     });
     if (claimed) {
       this.log.info("bootstrap organization claimed", { organizationId: claimed.id, userId: claimed.userId });
-      return { claimed: true, organizationName: claimed.name };
+      return { claimed: true, organizationName: claimed.name, organizationId: claimed.id, userId: claimed.userId };
     }
     return { claimed: false, view: await this.claimView(token) };
+  }
+
+  /**
+   * A new claim link for the caller's temporary organization, mailed to `email` (the agent_auth claim
+   * endpoint). Earlier links stop working.
+   */
+  async reissueClaim(organizationId: string, rawEmail: string): Promise<{ claimEmail: string; claimExpiresAt: string }> {
+    const email = checkEmail(rawEmail);
+    const claimToken = newToken("vglclaim");
+    const [claim] = await this.sql<{ expires_at: Date; name: string }[]>`
+      UPDATE bootstrap_claims c SET token_hash = ${sha256Hex(claimToken)}, email = ${email}
+      FROM organizations o
+      WHERE c.organization_id = ${organizationId} AND o.id = c.organization_id AND c.claimed_at IS NULL AND c.expires_at > now()
+      RETURNING c.expires_at, o.name`;
+    if (!claim) throw badRequest("This organization has no open claim: it is already claimed or was never temporary");
+    await this.mailer.sendMail({
+      to: email,
+      subject: `Claim your Vigil organization: ${claim.name}`,
+      text: [`Open this link to take ownership of the Vigil organization "${claim.name}":`, `${this.config.publicUrl}/claim/${claimToken}`, "", `It expires at ${claim.expires_at.toISOString()}.`].join("\n"),
+    });
+    return { claimEmail: email, claimExpiresAt: claim.expires_at.toISOString() };
   }
 }

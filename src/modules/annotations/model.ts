@@ -1,4 +1,5 @@
 import { t, type Static } from "elysia";
+import { StoredText, textLimits } from "../../lib/validation";
 import { scoreFields, TraceId, TraceRef } from "../scores/model";
 
 export { OrganizationProjectParams, ProjectParams } from "../scores/model";
@@ -21,7 +22,7 @@ const Cuid = t.String({ minLength: 24, maxLength: 24 });
 export const CreateAnnotationBody = t.Object({
   value: t.Number({ minimum: 0, maximum: 1 }),
   passed: t.Boolean(),
-  feedback: t.String({ minLength: 1 }),
+  feedback: StoredText({ minLength: 1, maxLength: textLimits.feedback }),
   trace: t.Optional(TraceRef),
   traceId: t.Optional(TraceId),
   anchor: t.Optional(AnnotationAnchor),
@@ -35,7 +36,7 @@ export type CreateAnnotationBody = Static<typeof CreateAnnotationBody>;
 export const UpdateAnnotationBody = t.Object({
   value: t.Optional(t.Number({ minimum: 0, maximum: 1 })),
   passed: t.Optional(t.Boolean()),
-  feedback: t.Optional(t.String({ minLength: 1 })),
+  feedback: t.Optional(StoredText({ minLength: 1, maxLength: textLimits.feedback })),
 });
 export type UpdateAnnotationBody = Static<typeof UpdateAnnotationBody>;
 

@@ -1,7 +1,7 @@
 import type { Context } from "../../context";
 import { badRequest, notFound } from "../../lib/errors";
 import { newId } from "../../lib/ids";
-import { decodeCursor, pageLimit, toPage, type Page } from "../../lib/pagination";
+import { cursorMicros, decodeCursor, pageLimit, toPage, type Page } from "../../lib/pagination";
 import type { Principal } from "../auth/service";
 import { presentScoreFields } from "../scores/service";
 import { scoreStorage } from "../scores/storage";
@@ -134,7 +134,7 @@ export class AnnotationsService {
   async listByTrace(organizationId: string, projectId: string, traceId: string, query: { cursor?: string; limit?: number }): Promise<Page<Annotation>> {
     const limit = pageLimit(query.limit);
     const after = query.cursor ? decodeCursor(query.cursor, 2) : null;
-    if (after && !/^\d+$/.test(after[0]!)) throw badRequest("cursor: is not a cursor returned by this list");
+    if (after) cursorMicros(after[0]!);
     const [trace, rows] = await Promise.all([
       findScoredTrace(this.ctx.ch, organizationId, projectId, traceId),
       this.store.pageByTrace(projectId, traceId.toLowerCase(), "annotation", limit + 1, after && { createdAtMicros: after[0]!, id: after[1]! }),

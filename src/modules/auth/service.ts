@@ -7,7 +7,12 @@ export interface Principal {
   kind: "api_key" | "oauth";
   apiKeyId: string | null;
   userId: string | null;
+  /** The OAuth grant (connected agent) behind an access token. */
+  oauthGrantId?: string;
 }
+
+/** Access tokens carry this prefix, so a lookup goes to the right table. */
+export const oauthAccessTokenPrefix = "vgloat";
 
 /** Cached credentials expire quickly so a revocation by another process bites within 5 seconds. */
 const cacheTtlMs = 2_000;
@@ -29,6 +34,7 @@ export class AuthService {
   }
 
   async resolveToken(token: string): Promise<Principal | null> {
+    if (token.startsWith(oauthAccessTokenPrefix)) return this.resolveOAuthToken(token);
     // Lookup by SHA-256 digest: the comparison happens on a fixed-length hash inside an index, so
     // response time does not depend on how much of a guessed token was right.
     const hash = sha256Hex(token);
@@ -44,6 +50,27 @@ export class AuthService {
     this.cache.set(hash, { principal, expiresAt: now + cacheTtlMs });
     if (row) this.touch(row.id, now);
     return principal;
+  }
+
+  /**
+   * OAuth access tokens are never cached: every request reads the token and its grant, so a
+   * revocation (console, API or RFC 7009) takes effect at once in every process. The grant's user
+   * must still be a member of the organization it was granted for.
+   */
+  private async resolveOAuthToken(token: string): Promise<Principal | null> {
+    const [row] = await this.sql<{ grant_id: string; organization_id: string; user_id: string }[]>`
+      SELECT g.id AS grant_id, g.organization_id, g.user_id
+      FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id
+      JOIN memberships m ON m.organization_id = g.organization_id AND m.user_id = g.user_id
+      WHERE t.token_hash = ${sha256Hex(token)} AND t.kind = 'access' AND t.revoked_at IS NULL
+        AND t.expires_at > now() AND g.revoked_at IS NULL`;
+    if (!row) return null;
+    const now = Date.now();
+    if ((this.lastUsedWritten.get(row.grant_id) ?? 0) <= now - lastUsedWriteEveryMs) {
+      this.lastUsedWritten.set(row.grant_id, now);
+      this.sql`UPDATE oauth_grants SET last_used_at = now() WHERE id = ${row.grant_id}`.catch(() => {});
+    }
+    return { organizationId: row.organization_id, kind: "oauth", apiKeyId: null, userId: row.user_id, oauthGrantId: row.grant_id };
   }
 
   /** Forget cached credentials after a revocation in this process. */

@@ -1,10 +1,11 @@
 import type { Queryable, Sql } from "../../db/postgres";
 import { badRequest, conflict, notFound } from "../../lib/errors";
 import { newId, slugify } from "../../lib/ids";
-import { decodeCursor, pageLimit, toPage, type Page } from "../../lib/pagination";
+import { cursorTimestamp, decodeCursor, pageLimit, toPage, type Page } from "../../lib/pagination";
 import type { Principal } from "../auth/service";
 import type { RedactionPolicies } from "../../ingest/redaction-policy";
 import { flaggerSlugs, type FlaggersPatch, type Project, type ProjectSettings, type RedactionSetting, type UpdateProjectBody } from "./model";
+import { isUniqueViolation, withFreeSlug } from "../../lib/slugs";
 
 interface ProjectRow {
   id: string;
@@ -37,11 +38,6 @@ function toProject(row: ProjectRow): Project {
     createdAt: iso(row.created_at),
     updatedAt: iso(row.updated_at),
   };
-}
-
-function isUniqueViolation(error: unknown, constraint: string): boolean {
-  const pgError = error as { code?: string; constraint_name?: string };
-  return pgError.code === "23505" && pgError.constraint_name === constraint;
 }
 
 function projectName(name: string): string {
@@ -78,9 +74,7 @@ export async function findProject(sql: Queryable, organizationId: string, slugOr
  */
 export async function insertProject(sql: Queryable, organizationId: string, requestedName: string): Promise<Project> {
   const name = projectName(requestedName);
-  const base = slugify(name);
-  for (let attempt = 0; ; attempt++) {
-    const slug = attempt === 0 ? base : `${base}-${newId().slice(-6)}`;
+  return withFreeSlug(slugify(name), "projects_active_slug_key", async (slug) => {
     try {
       const [row] = await sql<ProjectRow[]>`
         INSERT INTO projects (id, organization_id, name, slug) VALUES (${newId()}, ${organizationId}, ${name}, ${slug})
@@ -88,10 +82,9 @@ export async function insertProject(sql: Queryable, organizationId: string, requ
       return toProject(row!);
     } catch (error) {
       if (isUniqueViolation(error, "projects_active_name_key")) throw duplicateName(name);
-      if (isUniqueViolation(error, "projects_active_slug_key") && attempt < 5) continue;
       throw error;
     }
-  }
+  });
 }
 
 type JsonObject = Record<string, unknown>;
@@ -131,8 +124,6 @@ export async function setOrganizationRedaction(sql: Queryable, organizationId: s
   return { policy: row.redaction_policy, locked: row.redaction_locked };
 }
 
-const cursorTimestamp = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
-
 /** What ingest caches about projects: told when it goes stale in this process. */
 interface IngestCaches {
   redaction: Pick<RedactionPolicies, "invalidate">;
@@ -162,7 +153,7 @@ export class ProjectsService {
   async list(organizationId: string, query: { cursor?: string; limit?: number }): Promise<Page<Project>> {
     const limit = pageLimit(query.limit);
     const after = query.cursor ? decodeCursor(query.cursor, 2) : null;
-    if (after && !cursorTimestamp.test(after[0]!)) throw badRequest("cursor: is not a cursor returned by this list");
+    if (after) cursorTimestamp(after[0]!);
     const rows = await this.sql<(ProjectRow & { created_at_key: string })[]>`
       SELECT *, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at_key
       FROM projects

@@ -18,8 +18,7 @@ export async function countSignalScoresPerHour(
   scope: { organizationId: string; projectId: string; signalIds: string[]; from: Date; to: Date },
 ): Promise<SignalHourCount[]> {
   if (scope.signalIds.length === 0) return [];
-  const result = await ch.client.query({
-    query: `
+  const rows = await ch.read<{ signal_id: string; hour: string; count: number }>(scope.organizationId, `
       SELECT signal_id, toStartOfHour(created_at) AS hour, count() AS count
       FROM ${ch.database}.scores FINAL
       WHERE organization_id = {organizationId:String} AND project_id = {projectId:String}
@@ -27,16 +26,12 @@ export async function countSignalScoresPerHour(
         AND created_at >= {from:DateTime64(3, 'UTC')} AND created_at < {to:DateTime64(3, 'UTC')}
         AND drafted_at IS NULL AND NOT passed AND NOT errored
       GROUP BY signal_id, hour
-      ORDER BY signal_id, hour`,
-    query_params: {
+      ORDER BY signal_id, hour`, {
       organizationId: scope.organizationId,
       projectId: scope.projectId,
       signalIds: scope.signalIds,
       from: clickHouseTime(scope.from),
       to: clickHouseTime(scope.to),
-    },
-    format: "JSONEachRow",
-  });
-  const rows = await result.json<{ signal_id: string; hour: string; count: number }>();
+    });
   return rows.map((row) => ({ signalId: row.signal_id, hour: new Date(row.hour).toISOString(), count: row.count }));
 }

@@ -1,6 +1,7 @@
 import { Elysia, ValidationError } from "elysia";
 import { Value } from "@sinclair/typebox/value";
 import type { Context } from "../../context";
+import { checkStoredJson, textLimits } from "../../lib/validation";
 import { authGuard } from "../auth";
 import { findProject, organizationFromPath } from "../projects/service";
 import { CreateScoreBody, CustomScoreBody, FlatScoreBody, OrganizationProjectParams, ProjectParams, Score } from "./model";
@@ -14,6 +15,7 @@ function validateScoreBody({ body }: { body: unknown }) {
   const flat = typeof body === "object" && body !== null && !("trace" in body) && "traceId" in body;
   const schema = flat ? FlatScoreBody : CustomScoreBody;
   if (!Value.Check(schema, body)) throw new ValidationError("body", schema, body);
+  checkStoredJson("metadata", (body as { metadata?: unknown }).metadata, textLimits.metadataBytes);
 }
 
 const create = {

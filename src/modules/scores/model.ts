@@ -1,4 +1,5 @@
 import { t, type Static } from "elysia";
+import { StoredText, textLimits } from "../../lib/validation";
 import { TraceFilterSet } from "../traces/model";
 
 export const TraceId = t.String({ pattern: "^[0-9a-fA-F]{32}$", description: "32-character hex trace id" });
@@ -21,16 +22,17 @@ export type TraceRef = Static<typeof TraceRef>;
 export const maxSessionIdLength = 128;
 
 const Value = t.Number({ minimum: 0, maximum: 1, description: "Normalized score in [0, 1]; higher is better" });
-const Metadata = t.Record(t.String(), t.Unknown());
+const Metadata = t.Record(t.String(), t.Unknown(), { description: `At most ${textLimits.metadataBytes} bytes of JSON` });
+const Feedback = StoredText({ maxLength: textLimits.feedback });
 
 export const CustomScoreBody = t.Object({
   value: Value,
   passed: t.Boolean(),
-  feedback: t.String(),
+  feedback: Feedback,
   trace: TraceRef,
   sourceId: t.String({ minLength: 1, maxLength: 128, description: "Your tag for where the score comes from" }),
   simulationId: t.Optional(t.Nullable(Cuid)),
-  error: t.Optional(t.Nullable(t.String({ minLength: 1, description: "Generation error text; marks the score errored" }))),
+  error: t.Optional(t.Nullable(StoredText({ minLength: 1, maxLength: textLimits.feedback, description: "Generation error text; marks the score errored" }))),
   duration: t.Optional(Nanoseconds),
   tokens: t.Optional(t.Integer({ minimum: 0 })),
   cost: t.Optional(t.Integer({ minimum: 0, description: "Microcents" })),
@@ -42,7 +44,7 @@ export const FlatScoreBody = t.Object({
   traceId: TraceId,
   value: Value,
   passed: t.Boolean(),
-  feedback: t.String(),
+  feedback: Feedback,
   source_id: t.String({ minLength: 1, maxLength: 128 }),
   spanId: t.Optional(SpanId),
   sessionId: t.Optional(t.String({ minLength: 1, maxLength: maxSessionIdLength })),

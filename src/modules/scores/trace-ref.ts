@@ -32,17 +32,12 @@ export interface ScoredTrace {
 }
 
 export async function findScoredTrace(ch: ClickHouseStore, organizationId: string, projectId: string, traceId: string): Promise<ScoredTrace | null> {
-  const result = await ch.client.query({
-    query: `
+  const [row] = await ch.read<{ trace_id: string; session_id: string | null; last_llm_span_id: string; start_time: string; end_time: string }>(organizationId, `
       SELECT trace_id, any(session_id) AS session_id, argMaxMerge(last_llm_span_id) AS last_llm_span_id,
         toString(min(start_time)) AS start_time, toString(max(end_time)) AS end_time
       FROM ${ch.database}.traces
       WHERE organization_id = {organizationId:String} AND project_id = {projectId:String} AND trace_id = {traceId:String}
-      GROUP BY trace_id`,
-    query_params: { organizationId, projectId, traceId: traceId.toLowerCase() },
-    format: "JSONEachRow",
-  });
-  const [row] = await result.json<{ trace_id: string; session_id: string | null; last_llm_span_id: string; start_time: string; end_time: string }>();
+      GROUP BY trace_id`, { organizationId, projectId, traceId: traceId.toLowerCase() });
   if (!row) return null;
   // A longer session id cannot be stored on a score, and a truncated one would name another session.
   const sessionId = row.session_id && row.session_id.length <= maxSessionIdLength ? row.session_id : null;
@@ -60,12 +55,7 @@ export function traceSpansWhere(organizationId: string, projectId: string, trace
 
 export async function traceHasSpan(ch: ClickHouseStore, organizationId: string, projectId: string, trace: ScoredTrace, spanId: string): Promise<boolean> {
   const spans = traceSpansWhere(organizationId, projectId, trace);
-  const result = await ch.client.query({
-    query: `SELECT 1 FROM ${ch.database}.spans WHERE ${spans.where} AND span_id = {spanId:String} LIMIT 1`,
-    query_params: { ...spans.params, spanId },
-    format: "JSONEachRow",
-  });
-  return (await result.json()).length > 0;
+  return (await ch.read(organizationId, `SELECT 1 FROM ${ch.database}.spans WHERE ${spans.where} AND span_id = {spanId:String} LIMIT 1`, { ...spans.params, spanId })).length > 0;
 }
 
 /** Counting stops here: "more than 1000" says enough about a filter set that should match one trace. */
@@ -95,12 +85,7 @@ async function matchTraces(ch: ClickHouseStore, organizationId: string, projectI
       `(SELECT quantile(${fraction})(${expression}) FROM ${traceRelationSql(columns, scope)} WHERE ${window})`,
   });
   const relation = traceRelationSql([...compiled.columns], scope);
-  const result = await ch.client.query({
-    query: `SELECT trace_id FROM ${relation} WHERE ${compiled.where} ORDER BY trace_id LIMIT ${matchCountCap + 1}`,
-    query_params: params.values,
-    format: "JSONEachRow",
-  });
-  return (await result.json<{ trace_id: string }>()).map((row) => row.trace_id);
+  return (await ch.read<{ trace_id: string }>(organizationId, `SELECT trace_id FROM ${relation} WHERE ${compiled.where} ORDER BY trace_id LIMIT ${matchCountCap + 1}`, params.values)).map((row) => row.trace_id);
 }
 
 /** The one trace a TraceRef names: 404 for an unknown id, 400 unless filters match exactly one trace. */

@@ -3,10 +3,12 @@ import { mkdir, open, rename, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import type { Config } from "../../config";
 import type { Sql } from "../../db/postgres";
-import { badRequest, HttpError, notFound } from "../../lib/errors";
+import { badRequest, HttpError, notFound, tooManyRequests } from "../../lib/errors";
 import { constantTimeEqual, newId, sha256Hex } from "../../lib/ids";
 import type { Logger } from "../../lib/log";
 import type { Mailer } from "../../lib/mailer";
+import type { RateLimiter } from "../../lib/rate-limit";
+import type { EmailConfirmations } from "../email-confirmations/service";
 import { validateTraceFilters, type FilterSet } from "./filters";
 import { Trace, type ExportTracesBody } from "./model";
 import type { ProjectRef, TracesService } from "./service";
@@ -71,11 +73,17 @@ export class TraceExports {
     private readonly sql: Sql,
     private readonly traces: TracesService,
     private readonly mailer: Mailer,
-    private readonly config: Pick<Config, "dataDir" | "publicUrl">,
+    private readonly config: Pick<Config, "dataDir" | "publicUrl" | "exportRateLimitPerHour">,
     private readonly log: Logger,
+    private readonly confirmations: EmailConfirmations,
+    private readonly rateLimiter: RateLimiter,
   ) {}
 
-  /** Queues an export; 400 when the recipient is not a member of the organization or the filters are invalid. */
+  /**
+   * Queues an export; 400 when the recipient is not a member of the organization or the filters are
+   * invalid, 429 past the organization's hourly limit, 403 while the recipient's address is unconfirmed
+   * (a confirmation link is mailed to it then).
+   */
   async request(project: ProjectRef, body: ExportTracesBody): Promise<{ status: "queued" }> {
     const selection: Selection =
       body.traces.by === "ids" ? { by: "ids", ids: [...new Set(body.traces.ids)] } : { by: "filters", filters: body.traces.filters };
@@ -85,6 +93,12 @@ export class TraceExports {
       SELECT u.email FROM memberships m JOIN users u ON u.id = m.user_id
       WHERE m.organization_id = ${project.organizationId} AND lower(u.email) = lower(${body.recipient})`;
     if (!member) throw badRequest("recipient: must be the email of a member of this organization");
+    const limit = await this.rateLimiter.hit(`trace-export:${project.organizationId}`, this.config.exportRateLimitPerHour, 3600);
+    if (!limit.allowed) throw tooManyRequests(limit.retryAfterSeconds, `At most ${this.config.exportRateLimitPerHour} exports per hour per organization`);
+    if (!(await this.confirmations.isConfirmed(member.email))) {
+      await this.confirmations.requestConfirmation(member.email);
+      throw new HttpError(403, "recipient: this address has not confirmed it receives Vigil's mail; a confirmation link was mailed to it. Request the export again once it is confirmed");
+    }
     await this.sql`
       INSERT INTO trace_exports (id, organization_id, project_id, recipient, selection)
       VALUES (${newId()}, ${project.organizationId}, ${project.id}, ${member.email}, ${this.sql.json(selection as never)})`;
@@ -177,6 +191,7 @@ export class TraceExports {
       await this.sql`UPDATE trace_exports SET status = 'done', finished_at = now(), locked_until = NULL WHERE id = ${job.id}`;
       this.log.info("trace export sent", { exportId: job.id, rows: rowCount });
     } catch (error) {
+      await rm(files.partial, { force: true });
       const failed = job.attempts >= maxAttempts;
       this.log.error("trace export failed", { exportId: job.id, attempt: job.attempts, final: failed, error: error as Error });
       await this.sql`

@@ -88,13 +88,19 @@ export interface TraceFilterField {
   expression?: string;
   /** Own SQL for a validated condition, for fields that are not a relation column. */
   compile?(condition: ValidCondition, ctx: FilterSqlContext): string;
+  /** Own SQL for every condition on the fields of one family at once, so the family is read in one scan. */
+  group?: TraceFilterGroup;
+}
+
+export interface TraceFilterGroup {
+  compile(conditions: { name: string; condition: ValidCondition }[], ctx: FilterSqlContext): string;
 }
 
 const fields = new Map<string, TraceFilterField>();
 const prefixes = new Map<string, (key: string) => TraceFilterField | null>();
 
 export function registerTraceFilterField(name: string, field: TraceFilterField): void {
-  if (!field.expression === !field.compile) throw new Error(`filter field ${name}: give exactly one of expression or compile`);
+  if ([field.expression, field.compile, field.group].filter(Boolean).length !== 1) throw new Error(`filter field ${name}: give exactly one of expression, compile or group`);
   fields.set(name, field);
 }
 
@@ -160,10 +166,24 @@ export function compareSql(expression: string, kind: FilterKind, condition: Vali
   return `${expression} ${comparison} ${params.bind(value, type)}`;
 }
 
-const maxFields = 64;
-const maxConditionsPerField = 32;
-const maxListValues = 1000;
-const maxStringLength = 2000;
+/**
+ * What one filter set may ask for: enough for any screen of the product (a few dozen fields, a handful
+ * of conditions each, value lists a person picks from), small enough that the compiled query stays
+ * far below ClickHouse's query size limit and one request cannot hold the engine for long.
+ */
+export const filterLimits = {
+  fields: 32,
+  conditionsPerField: 8,
+  conditions: 64,
+  listValues: 100,
+  values: 1000,
+  stringLength: 1000,
+  /** Characters of all string values together: each one is carried, parsed and compared by every query of a list. */
+  valueCharacters: 65_536,
+} as const;
+
+/** DateTime64(9) holds 1900-01-01 to 2262-04-11; filter and analytics instants stay inside whole years of it. */
+export const timeRange = { minYear: 1900, maxYear: 2261 } as const;
 
 const isoDateTime = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?(Z|[+-]\d{2}:?\d{2})?$/;
 
@@ -177,6 +197,7 @@ export function isoToDateTime64(value: string): string | null {
   if (Number.isNaN(millis)) return null;
   const utc = new Date(millis);
   if (zone === "Z" && (utc.getUTCDate() !== Number(day) || utc.getUTCHours() !== Number(hour))) return null;
+  if (utc.getUTCFullYear() < timeRange.minYear || utc.getUTCFullYear() > timeRange.maxYear) return null;
   const nanos = fraction.padEnd(9, "0");
   return `${utc.toISOString().slice(0, 19).replace("T", " ")}.${nanos}`;
 }
@@ -185,10 +206,13 @@ class FilterError {
   constructor(readonly message: string) {}
 }
 
-/** A finite number, given as a number or as its decimal text; null otherwise. */
+/**
+ * A number, given as a number or as its decimal text, within ±(2^53 − 1): past it a JSON number is
+ * no longer exact, and ClickHouse parameters refuse it. null otherwise.
+ */
 function numberOf(raw: unknown): number | null {
   const number = typeof raw === "string" && /^-?\d+(\.\d+)?([eE][-+]?\d+)?$/.test(raw.trim()) ? Number(raw) : raw;
-  return typeof number === "number" && Number.isFinite(number) ? number : null;
+  return typeof number === "number" && Math.abs(number) <= Number.MAX_SAFE_INTEGER ? number : null;
 }
 
 function scalarFor(field: TraceFilterField, raw: unknown, where: string): FilterScalar {
@@ -197,11 +221,11 @@ function scalarFor(field: TraceFilterField, raw: unknown, where: string): Filter
     case "stringList":
       if (typeof raw === "number" && Number.isFinite(raw)) return String(raw);
       if (typeof raw !== "string") throw new FilterError(`${where} must be a string`);
-      if (raw.length > maxStringLength) throw new FilterError(`${where} is longer than ${maxStringLength} characters`);
+      if (raw.length > filterLimits.stringLength) throw new FilterError(`${where} is longer than ${filterLimits.stringLength} characters`);
       return raw;
     case "number": {
       const number = numberOf(raw);
-      if (number === null) throw new FilterError(`${where} must be a number`);
+      if (number === null) throw new FilterError(`${where} must be a number from -${Number.MAX_SAFE_INTEGER} to ${Number.MAX_SAFE_INTEGER}`);
       return number;
     }
     case "boolean":
@@ -210,7 +234,7 @@ function scalarFor(field: TraceFilterField, raw: unknown, where: string): Filter
       return raw;
     case "time": {
       const time = typeof raw === "string" ? isoToDateTime64(raw) : null;
-      if (!time) throw new FilterError(`${where} must be an ISO-8601 timestamp`);
+      if (!time) throw new FilterError(`${where} must be an ISO-8601 timestamp from ${timeRange.minYear} to ${timeRange.maxYear}`);
       return time;
     }
     case "enum": {
@@ -243,7 +267,7 @@ function validateCondition(name: string, field: TraceFilterField, condition: unk
   }
   if (operator === "in" || operator === "notIn") {
     if (!Array.isArray(value) || value.length === 0) throw new FilterError(`${where}.value must be a non-empty array for ${operator}`);
-    if (value.length > maxListValues) throw new FilterError(`${where}.value has more than ${maxListValues} items`);
+    if (value.length > filterLimits.listValues) throw new FilterError(`${where}.value has more than ${filterLimits.listValues} items`);
     return { op: operator, value: value.map((item, i) => scalarFor(field, item, `${where}.value[${i}]`)) };
   }
   if (Array.isArray(value)) throw new FilterError(`${where}.value must be a single value for ${operator}; arrays are for in and notIn`);
@@ -254,20 +278,31 @@ export interface ValidFilterSet {
   conditions: { name: string; field: TraceFilterField; condition: ValidCondition }[];
 }
 
-/** Validates a filter set; throws a 400 naming the offending field, operator or value. */
+/** Validates a filter set; throws a 400 naming the offending field, operator or value, or the limit it passes. */
 export function validateTraceFilters(filters: unknown): ValidFilterSet {
   if (filters === undefined || filters === null) return { conditions: [] };
   if (typeof filters !== "object" || Array.isArray(filters)) throw badRequest("filters must be an object of field to conditions");
   const entries = Object.entries(filters as Record<string, unknown>);
-  if (entries.length > maxFields) throw badRequest(`filters has more than ${maxFields} fields`);
+  if (entries.length > filterLimits.fields) throw badRequest(`filters has more than ${filterLimits.fields} fields`);
   const conditions: ValidFilterSet["conditions"] = [];
+  let values = 0;
+  let characters = 0;
   try {
     for (const [name, list] of entries) {
       const field = traceFilterField(name);
       if (!field) throw new FilterError(`filters.${name}: unknown filter field`);
       if (!Array.isArray(list)) throw new FilterError(`filters.${name} must be an array of conditions`);
-      if (list.length > maxConditionsPerField) throw new FilterError(`filters.${name} has more than ${maxConditionsPerField} conditions`);
-      list.forEach((condition, index) => conditions.push({ name, field, condition: validateCondition(name, field, condition, index) }));
+      if (list.length > filterLimits.conditionsPerField) throw new FilterError(`filters.${name} has more than ${filterLimits.conditionsPerField} conditions`);
+      if (conditions.length + list.length > filterLimits.conditions) throw new FilterError(`filters has more than ${filterLimits.conditions} conditions in all`);
+      list.forEach((condition, index) => {
+        const valid = validateCondition(name, field, condition, index);
+        const scalars = Array.isArray(valid.value) ? valid.value : [valid.value];
+        values += scalars.length;
+        for (const scalar of scalars) if (typeof scalar === "string") characters += scalar.length;
+        if (values > filterLimits.values) throw new FilterError(`filters has more than ${filterLimits.values} values in all`);
+        if (characters > filterLimits.valueCharacters) throw new FilterError(`filters has more than ${filterLimits.valueCharacters} characters of values in all`);
+        conditions.push({ name, field, condition: valid });
+      });
     }
   } catch (error) {
     if (error instanceof FilterError) throw badRequest(error.message);
@@ -321,7 +356,11 @@ export function compileTraceFilters(valid: ValidFilterSet, ctx: FilterSqlContext
   const windowColumns = new Set<TraceColumn>(timeConditions.map(({ name }) => timeFields[name]));
   const window = timeConditions.map(({ field, condition }) => compareSql(field.expression!, field.kind, condition, ctx.params)).join(" AND ") || "1";
 
-  const parts = valid.conditions.map(({ field, condition }) => {
+  const groups = new Map<TraceFilterGroup, { name: string; condition: ValidCondition }[]>();
+  for (const { name, field, condition } of valid.conditions) {
+    if (field.group) groups.set(field.group, [...(groups.get(field.group) ?? []), { name, condition }]);
+  }
+  const parts = valid.conditions.filter(({ field }) => !field.group).map(({ field, condition }) => {
     for (const column of field.columns ?? []) columns.add(column);
     if (field.compile) return field.compile(condition, scoped);
     const expression = field.expression!;
@@ -331,6 +370,7 @@ export function compileTraceFilters(valid: ValidFilterSet, ctx: FilterSqlContext
     }
     return compareSql(expression, field.kind, condition, ctx.params);
   });
+  for (const [group, conditions] of groups) parts.push(group.compile(conditions, scoped));
   return { where: parts.length ? parts.map((part) => `(${part})`).join(" AND ") : "1", columns, spanWindow: spanWindow.join(" AND ") || "1" };
 }
 
@@ -384,22 +424,29 @@ registerTraceFilterField("startTime", column("time", "start_time"));
 registerTraceFilterField("endTime", column("time", "end_time"));
 
 const metadataKey = /^[^\u0000-\u001f]{1,256}$/;
+const metadataPrefix = "metadata.";
 
 /**
  * `metadata.<key>`: a trace matches when one of its spans carries the key with a matching value; the
- * negative operators match traces where none does.
+ * negative operators match traces where none does. Every metadata condition of a filter set is
+ * answered by one scan of the spans carrying metadata, however many keys and conditions it has.
  */
-registerTraceFilterPrefix("metadata.", (key) => {
-  if (!metadataKey.test(key)) return null;
-  return {
-    kind: "string",
-    compile(condition, ctx) {
-      const keyParam = ctx.params.bind(key, "String");
-      return traceIdSubquery(
-        condition,
-        (positive) =>
-          `SELECT trace_id FROM ${ctx.database}.spans WHERE organization_id = ${ctx.organizationId} AND project_id = ${ctx.projectId} AND ${ctx.spanScope} AND mapContains(metadata, ${keyParam}) AND ${compareSql(`metadata[${keyParam}]`, "string", positive, ctx.params)}`,
-      );
-    },
-  };
-});
+const metadataGroup: TraceFilterGroup = {
+  compile(conditions, ctx) {
+    const checks = conditions.map(({ name, condition }) => {
+      const keyParam = ctx.params.bind(name.slice(metadataPrefix.length), "String");
+      const positive = negated[condition.op];
+      const match = `mapContains(metadata, ${keyParam}) AND ${compareSql(`metadata[${keyParam}]`, "string", positive ? { op: positive, value: condition.value } : condition, ctx.params)}`;
+      return { match, negative: Boolean(positive) };
+    });
+    const spans = `FROM ${ctx.database}.spans WHERE organization_id = ${ctx.organizationId} AND project_id = ${ctx.projectId} AND ${ctx.spanScope} AND notEmpty(metadata)`;
+    // Only negative conditions: a trace without any matching span passes, whether or not it has metadata.
+    if (checks.every((check) => check.negative)) {
+      return `trace_id NOT IN (SELECT trace_id ${spans} AND (${checks.map((check) => `(${check.match})`).join(" OR ")}))`;
+    }
+    const having = checks.map((check) => `countIf(${check.match}) ${check.negative ? "= 0" : "> 0"}`).join(" AND ");
+    return `trace_id IN (SELECT trace_id ${spans} GROUP BY trace_id HAVING ${having})`;
+  },
+};
+
+registerTraceFilterPrefix(metadataPrefix, (key) => (metadataKey.test(key) ? { kind: "string", group: metadataGroup } : null));

@@ -1,6 +1,8 @@
 import { Elysia } from "elysia";
 import type { Context } from "../../context";
 import { createMailer } from "../../lib/mailer";
+import { RateLimiter } from "../../lib/rate-limit";
+import { EmailConfirmations } from "../email-confirmations/service";
 import { authGuard } from "../auth";
 import type { Principal } from "../auth/service";
 import { findProject, organizationFromPath } from "../projects/service";
@@ -41,7 +43,8 @@ export const tracesModule = (ctx: Context) => {
   const traces = new TracesService(ctx.ch, search);
   const memory = new MemoryService(ctx.ch);
   const mailer = createMailer(ctx.config, ctx.log);
-  const exports = new TraceExports(ctx.sql, traces, mailer, ctx.config, ctx.log);
+  const confirmations = new EmailConfirmations(ctx.sql, mailer, ctx.config);
+  const exports = new TraceExports(ctx.sql, traces, mailer, ctx.config, ctx.log, confirmations, new RateLimiter(ctx.sql));
   exports.start();
   const indexer = embeddings ? startEmbeddingIndexer(ctx, embeddings) : null;
   ctx.onShutdown(async () => {
@@ -80,7 +83,10 @@ export const tracesModule = (ctx: Context) => {
           response: { 202: ExportTracesResponse },
           detail: {
             summary: "Export traces as CSV",
-            description: "Queues a CSV of the traces (one row per trace); the recipient, a member of the organization, gets an expiring download link by email.",
+            description:
+              "Queues a CSV of the traces (one row per trace); the recipient, a member of the organization, gets an expiring download link by email. " +
+              "An address that has not confirmed it receives Vigil's mail gets a confirmation link instead, and the request is a 403 until it is confirmed. " +
+              "Rate limited per organization (EXPORT_RATE_LIMIT per hour; 429 with `Retry-After`).",
           },
         },
       )

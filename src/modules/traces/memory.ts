@@ -121,9 +121,8 @@ const absent: RecordBody = { exists: false, body: null };
 export class MemoryService {
   constructor(private readonly ch: ClickHouseStore) {}
 
-  private async rows<T>(query: string, params: QueryParams): Promise<T[]> {
-    const result = await this.ch.client.query({ query, query_params: params.values, format: "JSONEachRow" });
-    return result.json<T>();
+  private rows<T>(organizationId: string, query: string, params: QueryParams): Promise<T[]> {
+    return this.ch.read<T>(organizationId, query, params.values);
   }
 
   /** The trace ids of the scope; 404 when the session or trace is unknown or the trace is not the session's. */
@@ -132,6 +131,7 @@ export class MemoryService {
     const tenant = `organization_id = ${params.bind(project.organizationId, "String")} AND project_id = ${params.bind(project.id, "String")}`;
     if (scope.kind === "trace") {
       const [row] = await this.rows<{ trace_id: string }>(
+        project.organizationId,
         `SELECT trace_id FROM ${this.ch.database}.traces WHERE ${tenant} AND trace_id = ${params.bind(scope.traceId, "String")} LIMIT 1`,
         params,
       );
@@ -139,6 +139,7 @@ export class MemoryService {
       return [scope.traceId];
     }
     const rows = await this.rows<{ trace_id: string }>(
+      project.organizationId,
       `SELECT DISTINCT trace_id FROM ${this.ch.database}.spans WHERE ${tenant} AND session_id = ${params.bind(scope.sessionId, "String")}`,
       params,
     );
@@ -163,6 +164,7 @@ export class MemoryService {
         pastLast = ` AND start_time >= ${lastStart} AND (start_time, span_id) > (${lastStart}, ${params.bind(last.span_id, "String")})`;
       }
       const page = await this.rows<MemorySpanRow>(
+        project.organizationId,
         `SELECT ${spanColumns} FROM ${this.ch.database}.spans FINAL
          WHERE organization_id = ${params.bind(project.organizationId, "String")} AND project_id = ${params.bind(project.id, "String")}
            AND trace_id NOT IN ${params.bind(traceIds, "Array(String)")} AND operation IN ${params.bind(writeOperations, "Array(String)")}
@@ -188,6 +190,7 @@ export class MemoryService {
     const traceIds = await this.scopeTraceIds(project, scope);
     const params = new QueryParams();
     const spans = await this.rows<MemorySpanRow>(
+      project.organizationId,
       `SELECT ${spanColumns} FROM ${this.ch.database}.spans FINAL
        WHERE organization_id = ${params.bind(project.organizationId, "String")} AND project_id = ${params.bind(project.id, "String")}
          AND trace_id IN ${params.bind(traceIds, "Array(String)")} AND operation IN ${params.bind(memoryOperations, "Array(String)")}

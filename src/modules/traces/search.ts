@@ -10,7 +10,8 @@ import type { TraceScope } from "./relation";
  * - Semantic (EMBEDDINGS_BASE_URL set): spans' message text is embedded shortly after ingest into
  *   `span_embeddings` (embeddings.ts); a trace's relevance is the best cosine similarity of its spans
  *   to the embedded query, and it matches at `minSimilarity` or more.
- * - Full text (otherwise, or when the embeddings endpoint fails): spans whose `message_text` has one
+ * - Full text (otherwise, or when the embeddings endpoint fails): spans (or messages sent for them as log
+ *   records, `span_contents`) whose `message_text` has one
  *   of the query's words in any case (through the index of its lower-cased words); relevance is the
  *   share of the query's distinct words the trace's messages contain.
  */
@@ -39,10 +40,13 @@ function fullTextSql(query: string, scope: TraceScope, params: QueryParams): str
   const snapshot = scope.snapshot ? ` AND ingested_at <= ${scope.snapshot}` : "";
   // `lower(message_text)` is the expression of the words index (sql/clickhouse/004_message_words_index.sql).
   const found = terms.map((term) => `max(hasToken(lower(message_text), ${params.bind(term, "String")}))`);
+  const anyTerm = params.bind(terms, "Array(String)");
+  // Spans' own messages, and those sent for them as log records (span_contents, the same words index).
+  const matching = (table: string) => `SELECT trace_id, message_text FROM ${scope.database}.${table}
+      WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId}${snapshot}
+        AND hasAnyTokens(lower(message_text), ${anyTerm})`;
   return `(SELECT trace_id, (${found.join(" + ")}) / ${params.bind(terms.length, "UInt32")} AS relevance
-    FROM ${scope.database}.spans
-    WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId}${snapshot}
-      AND hasAnyTokens(lower(message_text), ${params.bind(terms, "Array(String)")})
+    FROM (${matching("spans")} UNION ALL ${matching("span_contents")})
     GROUP BY trace_id HAVING relevance > 0)`;
 }
 

@@ -1,3 +1,4 @@
+import { logContents, withLogContents } from "./contents";
 import type { ClickHouseStore } from "../../db/clickhouse";
 import { badRequest, notFound } from "../../lib/errors";
 import { decodeTraceCursor, encodeTraceCursor, walkFingerprint, type TraceCursor } from "./cursor";
@@ -90,9 +91,9 @@ export class TracesService {
     return this.ch.database;
   }
 
-  private async rows<T>(query: string, params: QueryParams): Promise<T[]> {
-    const result = await this.ch.client.query({ query, query_params: params.values, format: "JSONEachRow" });
-    return result.json<T>();
+  /** Every read runs with the store's limits, within the organization's share of reads. */
+  private rows<T>(organizationId: string, query: string, params: QueryParams): Promise<T[]> {
+    return this.ch.read<T>(organizationId, query, params.values);
   }
 
   /**
@@ -102,9 +103,10 @@ export class TracesService {
    * after t was read. So the instant is now, or just before the start of the oldest insert into this
    * database still running; every row ingested up to it is then visible, and stays the same.
    */
-  private async settledInstant(): Promise<string> {
+  private async settledInstant(organizationId: string): Promise<string> {
     const params = new QueryParams();
     const [{ instant }] = await this.rows<{ instant: string }>(
+      organizationId,
       `SELECT toString(toDateTime64(now64(6, 'UTC') - toIntervalMicrosecond(toUInt64(max(elapsed) * 1000000)), 3, 'UTC') - toIntervalMillisecond(${clockSlackMs})) AS instant
        FROM system.processes WHERE query_kind = 'Insert' AND position(query, ${params.bind(this.database, "String")}) > 0`,
       params,
@@ -118,12 +120,12 @@ export class TracesService {
    * selects `straddles` and keeps straddling traces whatever its conditions (`WHERE straddles OR …`,
    * first in a limited order), so that one is noticed even when its roll-up values would leave it out.
    */
-  private async relationRows<T>(statement: RelationStatement): Promise<T[]> {
+  private async relationRows<T>(organizationId: string, statement: RelationStatement): Promise<T[]> {
     const fast = await statement(false);
-    const rows = await this.rows<T & { straddles?: number }>(fast.query, fast.params);
+    const rows = await this.rows<T & { straddles?: number }>(organizationId, fast.query, fast.params);
     if (!rows.some((row) => row.straddles)) return rows;
     const exact = await statement(true);
-    return this.rows<T>(exact.query, exact.params);
+    return this.rows<T>(organizationId, exact.query, exact.params);
   }
 
   /** The compile context of a filter set over a scope; percentiles read the same scope, exactly. */
@@ -149,7 +151,7 @@ export class TracesService {
     const fingerprint = walkFingerprint(query, body.filters);
     const cursor = body.cursor ? decodeTraceCursor(body.cursor, { sortBy: body.sortBy ?? "startTime", direction, fingerprint }) : null;
 
-    const snapshot = cursor?.snapshot ?? (await this.settledInstant());
+    const snapshot = cursor?.snapshot ?? (await this.settledInstant(project.organizationId));
     const page = await this.selectPage(project, { sortBy, direction, query, filters, cursor, snapshot, limit });
     const hasMore = page.length > limit;
     const rows = page.slice(0, limit);
@@ -185,7 +187,7 @@ export class TracesService {
    * candidates: when the page fills, it is exactly the page of the whole project.
    */
   private queryPage(project: ProjectRef, walk: PageWalk, candidates: number | null): Promise<PageRow[]> {
-    return this.relationRows<PageRow>(async (exact) => {
+    return this.relationRows<PageRow>(project.organizationId, async (exact) => {
       const params = new QueryParams();
       const scope = bindScope(params, this.database, project.organizationId, project.id);
       scope.snapshot = params.bind(walk.snapshot, "DateTime64(3, 'UTC')");
@@ -238,20 +240,21 @@ export class TracesService {
    * every trace is aggregated once, and memory holds one window's ids.
    */
   async *matchingTraceIds(project: ProjectRef, filters: ValidFilterSet, windowSize: number): AsyncGenerator<{ ids: string[]; snapshot: string }> {
-    const snapshot = await this.settledInstant();
+    const snapshot = await this.settledInstant(project.organizationId);
     let after = "";
     for (;;) {
       const windowParams = new QueryParams();
       // The roll-up is sorted by trace id, so this reads about `windowSize` rows. A trace may have
       // several rows: a window holds at most `windowSize` traces.
       const [windowEnd] = await this.rows<{ trace_id: string }>(
+        project.organizationId,
         `SELECT trace_id FROM ${this.database}.traces
          WHERE organization_id = ${windowParams.bind(project.organizationId, "String")} AND project_id = ${windowParams.bind(project.id, "String")}
            AND trace_id > ${windowParams.bind(after, "String")}
          ORDER BY trace_id LIMIT 1 OFFSET ${windowParams.bind(windowSize - 1, "UInt32")}`,
         windowParams,
       );
-      const rows = await this.relationRows<{ trace_id: string }>((exact) => {
+      const rows = await this.relationRows<{ trace_id: string }>(project.organizationId, (exact) => {
         const params = new QueryParams();
         const scope = bindScope(params, this.database, project.organizationId, project.id);
         scope.snapshot = params.bind(snapshot, "DateTime64(3, 'UTC')");
@@ -280,7 +283,7 @@ export class TracesService {
       return { query: `SELECT * FROM ${traceRelationSql(traceItemColumns, scope)}`, params };
     };
     const [rows, annotations] = await Promise.all([
-      this.relationRows<TraceItemRow>(statement),
+      this.relationRows<TraceItemRow>(project.organizationId, statement),
       this.annotationCounts(project, traceIds),
     ]);
     const byId = new Map(rows.map((row) => [row.trace_id, row]));
@@ -294,6 +297,7 @@ export class TracesService {
   private async annotationCounts(project: ProjectRef, traceIds: string[]): Promise<Map<string, AnnotationCounts>> {
     const params = new QueryParams();
     const rows = await this.rows<{ trace_id: string; positive: number; negative: number }>(
+      project.organizationId,
       `SELECT trace_id, countIf(passed) AS positive, countIf(NOT passed) AS negative
        FROM ${this.database}.scores FINAL
        WHERE organization_id = ${params.bind(project.organizationId, "String")} AND project_id = ${params.bind(project.id, "String")}
@@ -312,7 +316,7 @@ export class TracesService {
     const params = new QueryParams();
     const scope = bindScope(params, this.database, project.organizationId, project.id);
     scope.traceIds = params.bind([traceId], "Array(String)");
-    const [row] = await this.rows<TraceItemRow & { last_llm_span_id: string }>(`SELECT * FROM ${traceRelationSql(columns, scope)}`, params);
+    const [row] = await this.rows<TraceItemRow & { last_llm_span_id: string }>(project.organizationId, `SELECT * FROM ${traceRelationSql(columns, scope)}`, params);
     if (!row) throw notFound("Trace");
     return row;
   }
@@ -328,18 +332,21 @@ export class TracesService {
     const row = await this.traceRow(project, traceId, [...traceItemColumns, "last_llm_span_id"]);
     const metadataParams = new QueryParams();
     const messagesParams = new QueryParams();
-    const [metadataRows, [lastLlm], annotations] = await Promise.all([
+    const [metadataRows, [lastLlm], lastLlmLogContents, annotations] = await Promise.all([
       this.rows<{ metadata: Record<string, string> }>(
+        project.organizationId,
         `SELECT metadata FROM ${this.database}.spans WHERE ${this.traceSpansWhere(project, row, metadataParams)} AND notEmpty(metadata) ORDER BY start_time, span_id`,
         metadataParams,
       ),
       row.last_llm_span_id
         ? this.rows<{ system_instructions: string; input_messages: string; output_messages: string }>(
+            project.organizationId,
             `SELECT system_instructions, input_messages, output_messages FROM ${this.database}.spans FINAL
              WHERE ${this.traceSpansWhere(project, row, messagesParams)} AND span_id = ${messagesParams.bind(row.last_llm_span_id, "String")} LIMIT 1`,
             messagesParams,
           )
         : Promise.resolve([]),
+      row.last_llm_span_id ? logContents(this.ch, project.organizationId, project.id, traceId, row.last_llm_span_id) : Promise.resolve(null),
       this.annotationCounts(project, [traceId]),
     ]);
     // Spans in start order; the first span to carry a key gives its value, like the roll-up's ids.
@@ -350,7 +357,7 @@ export class TracesService {
     return {
       ...toTrace(project.organizationId, project.id, row, annotations.get(traceId)),
       metadata,
-      conversation: conversationOf(lastLlm ?? null),
+      conversation: conversationOf(lastLlm ? withLogContents(lastLlm, lastLlmLogContents) : null),
     };
   }
 
@@ -358,6 +365,7 @@ export class TracesService {
     const trace = await this.traceRow(project, traceId, ["start_time", "end_time"]);
     const params = new QueryParams();
     const rows = await this.rows<SpanItemRow>(
+      project.organizationId,
       `SELECT ${spanItemColumns.join(", ")} FROM ${this.database}.spans FINAL WHERE ${this.traceSpansWhere(project, trace, params)} ORDER BY start_time, span_id`,
       params,
     );
@@ -367,13 +375,17 @@ export class TracesService {
   async span(project: ProjectRef, traceId: string, spanId: string): Promise<SpanDetail> {
     const trace = await this.traceRow(project, traceId, ["start_time", "end_time"]);
     const params = new QueryParams();
-    const [row] = await this.rows<SpanDetailRow>(
-      `SELECT ${spanDetailColumns.join(", ")} FROM ${this.database}.spans FINAL
-       WHERE ${this.traceSpansWhere(project, trace, params)} AND span_id = ${params.bind(spanId, "String")} LIMIT 1`,
-      params,
-    );
+    const [[row], contents] = await Promise.all([
+      this.rows<SpanDetailRow>(
+        project.organizationId,
+        `SELECT ${spanDetailColumns.join(", ")} FROM ${this.database}.spans FINAL
+         WHERE ${this.traceSpansWhere(project, trace, params)} AND span_id = ${params.bind(spanId, "String")} LIMIT 1`,
+        params,
+      ),
+      logContents(this.ch, project.organizationId, project.id, traceId, spanId),
+    ]);
     if (!row) throw notFound("Span");
-    return toSpanDetail(row);
+    return toSpanDetail(withLogContents(row, contents));
   }
 
   async analytics(project: ProjectRef, fromIso?: string, toIso?: string): Promise<TraceAnalyticsResponse> {
@@ -395,6 +407,7 @@ export class TracesService {
     type SpanBucket = { bucket: string; total: number; spans: number; tokens: number; cost: number };
     const [traceBuckets, spanBuckets] = await Promise.all([
       this.rows<TraceBucket>(
+        project.organizationId,
         `SELECT toString(${bucket}) AS bucket, grouping(${bucket}) AS total, count() AS traces, quantileExact(0.5)(duration_ns) AS duration_median_ns,
            quantileExactIf(0.5)(time_to_first_token_ns, time_to_first_token_ns > 0) AS ttft_median_ns
          FROM ${traceRelationSql(["start_time", "duration_ns", "time_to_first_token_ns"], scope)}
@@ -403,6 +416,7 @@ export class TracesService {
         params,
       ),
       this.rows<SpanBucket>(
+        project.organizationId,
         `SELECT toString(${bucket}) AS bucket, grouping(${bucket}) AS total, count() AS spans,
            sumIf(tokens_input + tokens_output + tokens_cache_read + tokens_cache_create + tokens_reasoning, ${llmCompletion}) AS tokens,
            sumIf(cost_total_microcents, NOT is_usage_wrapper) AS cost

@@ -1,0 +1,133 @@
+// Signals: discovery throughput and flagger cost per trace.
+// `bun run bench/signals.ts [scores] [signals]` (default 100,000 failed scores over 500 kinds of failure).
+// 1. Discovery: failed scores with paraphrased feedback are written with their events in bulk, then one
+//    worker drains them with the local embedding; prints scores linked per second and signals formed.
+// 2. Flaggers: the ingest benchmark's traces (5 spans each) are decoded, mapped and priced in-process
+//    (the ingest CPU per span), stored, then the quiet-trace detectors run every flagger on them; prints
+//    CPU µs per trace for both and the flaggers' CPU as a share of the ingest CPU of the same traces.
+// Uses its own data directory (BENCH_DATA_DIR, default data/bench-signals-<pid>, removed afterwards).
+import { mkdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { loadConfig } from "../src/config";
+import { decodeProtobuf } from "../src/ingest/decode";
+import { mapTraces } from "../src/ingest/map";
+import { priceSpan } from "../src/ingest/price";
+import { newId } from "../src/lib/ids";
+import { createLogger } from "../src/lib/log";
+import { TraceDetectors } from "../src/modules/signals/detectors";
+import { runFlaggers } from "../src/modules/signals/flaggers";
+import { loadTracesFacts } from "../src/modules/signals/trace-facts";
+import { flaggerSlugs } from "../src/modules/projects/model";
+import { signalsRuntime } from "../src/modules/signals/runtime";
+import { startVigil } from "../src/server";
+import { requestFactory, SPANS_PER_REQUEST, SPANS_PER_TRACE } from "./workload";
+
+const SCORES = Number(process.argv[2] ?? 100_000);
+const KINDS = Number(process.argv[3] ?? 500);
+const FLAGGER_REQUESTS = Number(process.env.BENCH_FLAGGER_REQUESTS ?? 150);
+
+const ownDir = !process.env.BENCH_DATA_DIR;
+const dataDir = process.env.BENCH_DATA_DIR ?? join(import.meta.dir, "..", "data", `bench-signals-${process.pid}`);
+mkdirSync(dataDir, { recursive: true });
+const config = loadConfig({ DATA_DIR: dataDir, PORT: "0", OTLP_GRPC_PORT: "0", LOG_LEVEL: "warn", CLICKHOUSE_DATABASE: `bench_${Date.now()}` });
+const vigil = await startVigil(config, createLogger("warn"));
+const { sql } = vigil.ctx;
+const bootstrap = await fetch(`${vigil.url}/v1/account/bootstrap`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+const account = (await bootstrap.json()) as { projectSlug: string };
+const [project] = await sql<{ id: string; organization_id: string }[]>`SELECT id, organization_id FROM projects WHERE slug = ${account.projectSlug}`;
+
+/** Deterministic pseudo-random numbers, so every run writes the same feedback. */
+let seed = 42;
+const random = () => ((seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+const pick = <T>(items: T[]) => items[Math.floor(random() * items.length)]!;
+const syllables = "ba be bi bo bu da de di do du fa fe fi fo ka ke ki ko la le li lo ma me mi mo na ne ni no pa pe pi po ra re ri ro sa se si so ta te ti to va ve vi vo za ze zi zo".split(" ");
+const word = () => Array.from({ length: 2 + Math.floor(random() * 3) }, () => pick(syllables)).join("");
+const fillers = ["the agent", "again", "when the user asked", "it said", "so the answer was wrong", "in this trace", "clearly", "looks like"];
+
+// Each kind of failure is four words of its own; a review uses three of them in its own order with fillers.
+const kinds = Array.from({ length: KINDS }, () => Array.from({ length: 4 }, word));
+const feedbackOf = (kind: string[]) => {
+  const chosen = [...kind].sort(() => random() - 0.5).slice(0, 3);
+  return [pick(fillers), chosen[0], chosen[1], pick(fillers), chosen[2]].join(" ");
+};
+
+if (SCORES > 0) {
+console.log(`discovery: writing ${SCORES.toLocaleString("en")} failed scores over ${KINDS} kinds of failure…`);
+const chunk = 5_000;
+for (let written = 0; written < SCORES; written += chunk) {
+  const count = Math.min(chunk, SCORES - written);
+  const ids = Array.from({ length: count }, () => newId());
+  const feedback = ids.map(() => feedbackOf(pick(kinds)));
+  await sql.begin(async (tx) => {
+    await tx`
+      INSERT INTO scores (id, organization_id, project_id, source, source_id, trace_id, value, passed, feedback)
+      SELECT id, ${project!.organization_id}, ${project!.id}, 'custom', 'bench', md5(id), 0, false, feedback
+      FROM unnest(${tx.array(ids)}::text[], ${tx.array(feedback)}::text[]) AS input(id, feedback)`;
+    await tx`
+      INSERT INTO failed_score_events (score_id, organization_id, project_id)
+      SELECT unnest(${tx.array(ids)}::text[]), ${project!.organization_id}, ${project!.id}`;
+  });
+}
+const discovery = signalsRuntime(vigil.ctx).discovery;
+const cpuBefore = process.cpuUsage();
+const started = performance.now();
+await discovery.drain();
+const seconds = (performance.now() - started) / 1000;
+const cpu = process.cpuUsage(cpuBefore);
+// The scheduled discovery job may have taken some batches in parallel: count what is linked.
+const [{ linked }] = [...(await sql<{ linked: number }[]>`SELECT count(*)::int AS linked FROM signal_members`)];
+const [formed] = await sql<{ signals: number; visible: number; largest: number }[]>`
+  SELECT count(*)::int AS signals, count(visible_at)::int AS visible, max(member_count)::int AS largest FROM signals WHERE project_id = ${project!.id}`;
+console.log(
+  `discovery: ${linked.toLocaleString("en")} scores linked in ${seconds.toFixed(1)} s = ${Math.round(linked / seconds).toLocaleString("en")} scores/s ` +
+    `(process CPU ${((cpu.user + cpu.system) / 1e6).toFixed(1)} s); ${formed!.signals} signals formed for ${KINDS} kinds (${formed!.visible} visible, largest ${formed!.largest})`,
+);
+
+}
+
+// Flaggers.
+const factory = requestFactory(50);
+const bodies = Array.from({ length: FLAGGER_REQUESTS }, () => factory.next());
+const owner = { organizationId: project!.organization_id, projectId: project!.id, apiKeyId: "bench" };
+const ingestBefore = process.cpuUsage();
+const rows = bodies.flatMap((body) => mapTraces(decodeProtobuf(body), owner).map(priceSpan));
+const ingestCpu = process.cpuUsage(ingestBefore);
+const ingestMicrosPerSpan = (ingestCpu.user + ingestCpu.system) / rows.length;
+for (let at = 0; at < rows.length; at += 10_000) {
+  await vigil.ctx.ch.client.insert({ table: `${vigil.ctx.ch.database}.spans`, values: rows.slice(at, at + 10_000), format: "JSONEachRow" });
+}
+const traceIds = [...new Set(rows.map((row) => row.trace_id))];
+const detectors = new TraceDetectors(vigil.ctx);
+// Warm-up on a few traces, then every trace in the scan's batches.
+await detectors.runTraces(owner.organizationId, owner.projectId, traceIds.slice(0, 50));
+const flaggerBefore = process.cpuUsage();
+const flaggerStarted = performance.now();
+const measured = traceIds.slice(50);
+for (let at = 0; at < measured.length; at += 500) await detectors.runTraces(owner.organizationId, owner.projectId, measured.slice(at, at + 500));
+const flaggerCpu = process.cpuUsage(flaggerBefore);
+const flaggerMicros = (flaggerCpu.user + flaggerCpu.system) / measured.length;
+// The same traces again, split: loading their facts from ClickHouse, and the flaggers' passes alone.
+const loadBefore = process.cpuUsage();
+const facts = [];
+for (let at = 0; at < measured.length; at += 500) facts.push(...(await loadTracesFacts(vigil.ctx.ch, owner.organizationId, owner.projectId, measured.slice(at, at + 500))));
+const loadCpu = process.cpuUsage(loadBefore);
+const passBefore = process.cpuUsage();
+for (const trace of facts) runFlaggers(trace, [...flaggerSlugs]);
+const passCpu = process.cpuUsage(passBefore);
+const [flags] = await sql<{ flags: number }[]>`SELECT count(*)::int AS flags FROM scores WHERE project_id = ${project!.id} AND source_id = 'SYSTEM'`;
+const ingestPerTrace = ingestMicrosPerSpan * SPANS_PER_TRACE;
+console.log(
+  `flaggers: ${measured.length.toLocaleString("en")} traces of ${SPANS_PER_TRACE} spans (${SPANS_PER_REQUEST} spans per request), ` +
+    `${((performance.now() - flaggerStarted) / measured.length).toFixed(2)} ms wall per trace, ${Math.round(flaggerMicros)} µs CPU per trace ` +
+    `(facts from ClickHouse + every flagger), ${flags!.flags} flags written`,
+);
+console.log(
+  `  of which loading facts ${Math.round((loadCpu.user + loadCpu.system) / facts.length)} µs, deterministic passes ${Math.round((passCpu.user + passCpu.system) / facts.length)} µs per trace`,
+);
+console.log(
+  `ingest decode + map + price: ${Math.round(ingestPerTrace)} µs CPU per trace; flaggers / that = ${(flaggerMicros / ingestPerTrace).toFixed(3)} ` +
+    `(the full ingest path also redacts, writes the WAL and inserts into ClickHouse, so the share of all ingest CPU is lower)`,
+);
+
+await vigil.stop();
+if (ownDir) rmSync(dataDir, { recursive: true, force: true });

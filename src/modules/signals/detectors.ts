@@ -1,0 +1,284 @@
+import type { LanguageModel } from "ai";
+import type { Context } from "../../context";
+import { createHash } from "node:crypto";
+import { newId } from "../../lib/ids";
+import { RateLimiter } from "../../lib/rate-limit";
+import { flaggerSlugs, type FlaggerSlug } from "../projects/model";
+import { scoreStorage } from "../scores/storage";
+import type { ScoreStore } from "../scores/store";
+import { resolveTraceRef } from "../scores/trace-ref";
+import type { FilterSet } from "../traces/filters";
+import { flaggerCriteria, judgeOnlyFlaggers, runFlaggers, type Evidence, type FlaggerResult } from "./flaggers";
+import { judge, signalsLanguageModel } from "./llm";
+import type { EvaluationSettings } from "./model";
+import { ruleMatches, type SessionMetrics } from "./rules";
+import { signalsRuntime } from "./runtime";
+import { loadTracesFacts, transcript, type TraceFacts, type TraceMetrics } from "./trace-facts";
+
+/** Share of no-match traces a flagger sends to the judge, in percent (SIGNALS.md default). */
+export const flaggerSamplingPercent = 10;
+/** Judge calls per minute per organization and detector. */
+export const judgeCallsPerMinute = 30;
+/** How far back the first scan looks. */
+const firstScanLookbackMs = 3_600_000;
+const traceBatch = 2_000;
+
+interface EvaluationRow {
+  id: string;
+  signal_id: string;
+  name: string;
+  settings: EvaluationSettings;
+  filters: FilterSet | null;
+  hash: string;
+  sampling: number;
+}
+
+/** Deterministic per trace and detector, so every process samples the same traces. */
+const sampled = (traceId: string, detector: string, percent: number) =>
+  createHash("sha256").update(`${traceId}:${detector}`).digest().readUInt16BE(0) % 100 < percent;
+
+/**
+ * Runs flaggers and custom-signal evaluations on traces once they are finished: quiet for
+ * TRACE_QUIET_SECONDS (no span ingested since). Nothing runs on the ingest path. A scan takes the
+ * fleet-wide watermark row with SKIP LOCKED, so one process scans at a time; each trace's verdict per
+ * detector is recorded in trace_detector_runs, so a trace that becomes quiet again after late spans is
+ * flagged at most once per flagger.
+ */
+export class TraceDetectors {
+  private model: LanguageModel | null;
+  private limiter: RateLimiter;
+  private store: ScoreStore;
+
+  constructor(private ctx: Context) {
+    this.model = signalsLanguageModel(ctx.config);
+    this.limiter = new RateLimiter(ctx.sql);
+    this.store = scoreStorage(ctx).store;
+  }
+
+  /** Scans traces that went quiet since the last scan; resolves to how many traces were examined. */
+  async scan(now = new Date()): Promise<number> {
+    const cutoff = new Date(now.getTime() - this.ctx.config.signals.traceQuietSeconds * 1000);
+    return this.ctx.sql.begin(async (tx) => {
+      await tx`INSERT INTO quiet_trace_scan (scanned_until) VALUES (${new Date(cutoff.getTime() - firstScanLookbackMs)}) ON CONFLICT DO NOTHING`;
+      const [state] = await tx<{ scanned_until: Date }[]>`SELECT scanned_until FROM quiet_trace_scan FOR UPDATE SKIP LOCKED`;
+      if (!state || state.scanned_until >= cutoff) return 0;
+      const result = await this.ctx.ch.client.query({
+        query: `
+          SELECT organization_id, project_id, trace_id, max(last_ingested_at) AS last
+          FROM ${this.ctx.ch.database}.traces
+          GROUP BY organization_id, project_id, trace_id
+          HAVING last > {from:DateTime64(3, 'UTC')} AND last <= {to:DateTime64(3, 'UTC')}
+          ORDER BY last
+          LIMIT ${traceBatch}`,
+        query_params: { from: state.scanned_until.getTime() / 1000, to: cutoff.getTime() / 1000 },
+        format: "JSONEachRow",
+      });
+      const traces = await result.json<{ organization_id: string; project_id: string; trace_id: string; last: string }>();
+      const byProject = Map.groupBy(traces, (trace) => `${trace.organization_id}\u0000${trace.project_id}`);
+      for (const group of byProject.values()) {
+        try {
+          await this.runTraces(group[0]!.organization_id, group[0]!.project_id, group.map((trace) => trace.trace_id));
+        } catch (error) {
+          this.ctx.log.warn("trace detectors failed", { projectId: group[0]!.project_id, error: error as Error });
+        }
+      }
+      const until = traces.length === traceBatch ? new Date(`${traces.at(-1)!.last.replace(" ", "T")}Z`) : cutoff;
+      await tx`UPDATE quiet_trace_scan SET scanned_until = ${until}`;
+      return traces.length;
+    });
+  }
+
+  runTrace(organizationId: string, projectId: string, traceId: string): Promise<void> {
+    return this.runTraces(organizationId, projectId, [traceId]);
+  }
+
+  /** Every enabled flagger and active evaluation of the project, on each of these traces. */
+  async runTraces(organizationId: string, projectId: string, traceIds: string[]): Promise<void> {
+    const [project] = await this.ctx.sql<{ flaggers: Record<string, boolean> }[]>`
+      SELECT flaggers FROM projects WHERE id = ${projectId} AND organization_id = ${organizationId} AND deleted_at IS NULL`;
+    if (!project) return;
+    const evaluations = await this.ctx.sql<EvaluationRow[]>`
+      SELECT id, signal_id, name, settings, filters, hash, sampling FROM evaluations
+      WHERE project_id = ${projectId} AND archived_at IS NULL AND deleted_at IS NULL AND sampling > 0`;
+    const enabled = flaggerSlugs.filter((slug) => project.flaggers[slug] !== false);
+    if (enabled.length === 0 && evaluations.length === 0) return;
+    for (const facts of await loadTracesFacts(this.ctx.ch, organizationId, projectId, traceIds)) {
+      const results = runFlaggers(facts, enabled);
+      for (const slug of enabled) await this.settleFlagger(facts, slug, results.get(slug)!);
+      for (const evaluation of evaluations) await this.runEvaluation(facts, evaluation);
+    }
+  }
+
+  private async settleFlagger(facts: TraceFacts, slug: FlaggerSlug, result: FlaggerResult) {
+    if (result.reason === "suppressed") return;
+    let verdict = result;
+    const judged = result.outcome === "ambiguous" || (result.outcome === "no-match" && sampled(facts.trace.traceId, slug, flaggerSamplingPercent));
+    if (result.outcome === "no-match" && !judgeOnlyFlaggers.includes(slug) && !judged) return;
+    if (result.outcome !== "matched") {
+      if (!judged) return;
+      const decision = await this.judge(facts, `flagger:${slug}`, flaggerCriteria[slug]);
+      if (decision === null) {
+        // No provider (or over the rate limit): an ambiguous trace is recorded as not flagged.
+        if (result.outcome === "ambiguous") await this.record(facts, slug, "not-flagged", null);
+        return;
+      }
+      if (!decision.failed) return void (await this.record(facts, slug, "not-flagged", null));
+      verdict = { outcome: "matched", evidence: result.evidence ?? { messageIndex: null, excerpt: decision.reason.slice(0, 160) }, reason: decision.reason || result.reason };
+    }
+    const claimed = await this.record(facts, slug, "matched", null);
+    if (!claimed) return;
+    const score = await this.writeFlag(facts, slug, verdict);
+    await this.ctx.sql`UPDATE trace_detector_runs SET score_id = ${score} WHERE project_id = ${facts.projectId} AND trace_id = ${facts.trace.traceId} AND detector = ${slug}`;
+  }
+
+  /**
+   * Records a detector's verdict on a trace; true when this call made it `matched` (the trace was not
+   * flagged by it before), which is what allows writing the flag.
+   */
+  private async record(facts: TraceFacts, detector: string, outcome: "matched" | "not-flagged", scoreId: string | null): Promise<boolean> {
+    const rows = await this.ctx.sql`
+      INSERT INTO trace_detector_runs (project_id, trace_id, detector, outcome, score_id)
+      VALUES (${facts.projectId}, ${facts.trace.traceId}, ${detector}, ${outcome}, ${scoreId})
+      ON CONFLICT (project_id, trace_id, detector) DO UPDATE SET outcome = excluded.outcome, created_at = now()
+        WHERE trace_detector_runs.outcome <> 'matched' AND excluded.outcome = 'matched'
+      RETURNING outcome`;
+    return outcome === "matched" && rows.length === 1;
+  }
+
+  /** A published SYSTEM annotation naming the flagger and quoting the evidence, anchored at it. */
+  private async writeFlag(facts: TraceFacts, slug: FlaggerSlug, result: FlaggerResult): Promise<string> {
+    const evidence: Evidence = result.evidence ?? { messageIndex: null, excerpt: "" };
+    const where = evidence.messageIndex === null ? "" : ` in message ${evidence.messageIndex}`;
+    const feedback = `[${slug}] ${capitalize(result.reason)}${where}: "${evidence.excerpt}"`;
+    const record = await this.store.insert({
+      id: newId(),
+      organizationId: facts.organizationId,
+      projectId: facts.projectId,
+      source: "annotation",
+      sourceId: "SYSTEM",
+      traceId: facts.trace.traceId,
+      spanId: facts.trace.lastLlmSpanId,
+      sessionId: facts.trace.sessionId,
+      simulationId: null,
+      signalId: null,
+      value: 0,
+      passed: false,
+      feedback,
+      error: null,
+      duration: 0,
+      tokens: 0,
+      cost: 0,
+      metadata: { rawFeedback: feedback, flagger: slug, ...(evidence.messageIndex === null ? {} : { messageIndex: evidence.messageIndex }) },
+      annotatorId: null,
+      draftedAt: null,
+    });
+    return record.id;
+  }
+
+  /** A custom signal's evaluation on a trace that passes its filters: one evaluation score per trace. */
+  private async runEvaluation(facts: TraceFacts, evaluation: EvaluationRow) {
+    if (evaluation.sampling < 100 && !sampled(facts.trace.traceId, evaluation.id, evaluation.sampling)) return;
+    if (evaluation.filters && !(await this.passesFilters(facts, evaluation.filters))) return;
+    let failed: boolean;
+    let feedback: string;
+    if (evaluation.settings.kind === "rule") {
+      const session = evaluation.settings.conditions.some((condition) => condition.type === "metric" && condition.aggregation) ? await this.sessionMetrics(facts) : [];
+      const { matched, held } = await ruleMatches(evaluation.settings, facts, session, signalsRuntime(this.ctx).embedder);
+      failed = matched;
+      feedback = matched ? `${evaluation.name}: ${held.join(", ")} matched` : `${evaluation.name}: no match`;
+    } else {
+      const decision = await this.judge(facts, `evaluation:${evaluation.id}`, evaluation.settings.criteria);
+      if (decision === null) return;
+      failed = decision.failed;
+      feedback = decision.reason || (failed ? `${evaluation.name}: criteria met` : `${evaluation.name}: criteria not met`);
+    }
+    const [claimed] = await this.ctx.sql`
+      INSERT INTO trace_detector_runs (project_id, trace_id, detector, outcome)
+      VALUES (${facts.projectId}, ${facts.trace.traceId}, ${`evaluation:${evaluation.id}`}, ${failed ? "matched" : "not-flagged"})
+      ON CONFLICT DO NOTHING RETURNING detector`;
+    if (!claimed) return;
+    const record = await this.store.insert({
+      id: newId(),
+      organizationId: facts.organizationId,
+      projectId: facts.projectId,
+      source: "evaluation",
+      sourceId: evaluation.id,
+      traceId: facts.trace.traceId,
+      spanId: facts.trace.lastLlmSpanId,
+      sessionId: facts.trace.sessionId,
+      simulationId: null,
+      signalId: failed ? evaluation.signal_id : null,
+      value: failed ? 0 : 1,
+      passed: !failed,
+      feedback,
+      error: null,
+      duration: 0,
+      tokens: 0,
+      cost: 0,
+      metadata: { evaluationHash: evaluation.hash },
+      annotatorId: null,
+      draftedAt: null,
+    });
+    await this.ctx.sql`
+      UPDATE trace_detector_runs SET score_id = ${record.id}
+      WHERE project_id = ${facts.projectId} AND trace_id = ${facts.trace.traceId} AND detector = ${`evaluation:${evaluation.id}`}`;
+  }
+
+  private async passesFilters(facts: TraceFacts, filters: FilterSet): Promise<boolean> {
+    try {
+      await resolveTraceRef(this.ctx.ch, facts.organizationId, facts.projectId, {
+        by: "filters",
+        filters: { ...filters, traceId: [...(filters.traceId ?? []), { op: "eq", value: facts.trace.traceId }] },
+      } as never);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  private async sessionMetrics(facts: TraceFacts): Promise<SessionMetrics> {
+    if (!facts.trace.sessionId) return [facts.metrics];
+    const result = await this.ctx.ch.client.query({
+      query: `
+        SELECT trace_id, sum(span_count) AS spans, sum(error_count) AS errors, sum(tokens_input) AS input, sum(tokens_output) AS output,
+          sum(tokens_cache_read) AS cache_read, sum(tokens_cache_create) AS cache_create, sum(cost_total_microcents) AS cost,
+          dateDiff('millisecond', min(start_time), max(end_time)) AS duration
+        FROM ${this.ctx.ch.database}.traces
+        WHERE organization_id = {organizationId:String} AND project_id = {projectId:String}
+          -- A trace's roll-up rows are merged at read time; only some of them carry its session id.
+          AND trace_id IN (SELECT trace_id FROM ${this.ctx.ch.database}.traces
+            WHERE organization_id = {organizationId:String} AND project_id = {projectId:String} AND session_id = {sessionId:String})
+        GROUP BY trace_id`,
+      query_params: { organizationId: facts.organizationId, projectId: facts.projectId, sessionId: facts.trace.sessionId },
+      format: "JSONEachRow",
+    });
+    const rows = await result.json<Record<string, string | number>>();
+    return rows.map(
+      (row): TraceMetrics => ({
+        durationMs: Number(row.duration),
+        cost: Number(row.cost),
+        tokensInput: Number(row.input),
+        tokensOutput: Number(row.output),
+        tokensCacheRead: Number(row.cache_read),
+        tokensCacheCreate: Number(row.cache_create),
+        errorCount: Number(row.errors),
+        spanCount: Number(row.spans),
+      }),
+    );
+  }
+
+  /** The LLM judge's verdict, or null without a provider or over the per-organization rate limit. */
+  private async judge(facts: TraceFacts, detector: string, criteria: string) {
+    if (!this.model) return null;
+    const limit = await this.limiter.hit(`judge:${facts.organizationId}:${detector}`, judgeCallsPerMinute, 60);
+    if (!limit.allowed) return null;
+    try {
+      return await judge(this.model, criteria, transcript(facts.conversation));
+    } catch (error) {
+      this.ctx.log.warn("signal judge failed", { detector, error: error as Error });
+      return null;
+    }
+  }
+}
+
+const capitalize = (text: string) => text.charAt(0).toUpperCase() + text.slice(1);

@@ -52,4 +52,4 @@ test("a crash after the spans part of an insert commits and before its views' pa
   expect(await second.exited).toBe(0);
   const counts = await expectStoredOnce(dataDir, acknowledged);
   expect(counts.sessions.get(before.sessionId)).toBe(60);
-});
+}, 180_000);

@@ -32,7 +32,7 @@ test.skipIf(!asRoot)("as root, a 0700 DATA_DIR starts, and only the postgres use
   expect(stat.gid).toBe(Number(Bun.spawnSync(["id", "-g", "postgres"]).stdout.toString().trim()));
   killGroup(vigil.child, "SIGTERM");
   expect(await vigil.exited).toBe(0);
-});
+}, 180_000);
 
 test.skipIf(!asRoot)("as root, a DATA_DIR the postgres user cannot reach stops the start with one line naming it and the fix", async () => {
   const parent = mkdtempSync(join(tmpdir(), "vigil-closed-"));

@@ -107,57 +107,51 @@ function readError(error: unknown, limits: ReadLimits): unknown {
   return error;
 }
 
-/** The store's `read`: the limits as a SETTINGS clause, which both engines apply to that query alone. */
-function readerOf(client: ClickHouseClient, limits: ReadLimits, embedded: boolean): ClickHouseStore["read"] {
-  const gate = new OrganizationReadGate(limits.concurrencyPerOrganization ?? (embedded ? 1 : 4));
-  const clause = `\nSETTINGS max_execution_time = ${limits.timeoutSeconds}, timeout_overflow_mode = 'throw', max_memory_usage = ${limits.maxMemoryBytes}`;
-  return (organizationId, query, params = {}) =>
-    gate.run(organizationId, async () => {
-      try {
-        const result = await client.query({ query: `${query}${clause}`, query_params: params, format: "JSONEachRow" });
-        return await result.json();
-      } catch (error) {
-        throw readError(error, limits);
-      }
-    });
-}
-
-const settings = {
-  output_format_json_quote_64bit_integers: 0,
-  date_time_output_format: "iso",
-} as const;
-
 /**
  * The chdb session keeps the rows a statement wrote before it failed (a read past its time limit, any
  * error mid-stream) and hands them to the next statement as the start of its result, whichever
- * statement and organization that is. The engine runs one statement at a time anyway, so statements
- * go through here one by one, and after a failure a throwaway statement takes the leftover rows
- * before any other statement runs.
+ * organization's read that is. On chdb, reads therefore run one after another (the engine runs one
+ * statement at a time anyway), and after a failed one a throwaway statement takes the leftover rows
+ * before the next read runs.
  */
-function drainingAfterErrors<Connection extends object>(connection: Connection): Connection {
+function drainingReads(client: ClickHouseClient) {
   let queue: Promise<unknown> = Promise.resolve();
-  const run = (connection as unknown as { query(params: { query: string }): Promise<unknown> }).query.bind(connection);
-  const serialized = (method: (...args: unknown[]) => Promise<unknown>) => (...args: unknown[]) => {
+  return <T>(read: () => Promise<T>): Promise<T> => {
     const result = queue.then(async () => {
       try {
-        return await method(...args);
+        return await read();
       } catch (error) {
-        await run({ query: "SELECT 1" }).catch(() => {});
+        await client.query({ query: "SELECT 1", format: "JSONEachRow" }).then((drained) => drained.text(), () => {});
         throw error;
       }
     });
     queue = result.catch(() => {});
     return result;
   };
-  return new Proxy(connection, {
-    get(target, property, receiver) {
-      const value = Reflect.get(target, property, receiver);
-      if (typeof value !== "function") return value;
-      const method = value.bind(target) as (...args: unknown[]) => Promise<unknown>;
-      return ["query", "exec", "command", "insert"].includes(property as string) ? serialized(method) : method;
-    },
-  });
 }
+
+/** The store's `read`: the limits as a SETTINGS clause, which both engines apply to that query alone. */
+function readerOf(client: ClickHouseClient, limits: ReadLimits, embedded: boolean): ClickHouseStore["read"] {
+  const gate = new OrganizationReadGate(limits.concurrencyPerOrganization ?? (embedded ? 1 : 4));
+  const clause = `\nSETTINGS max_execution_time = ${limits.timeoutSeconds}, timeout_overflow_mode = 'throw', max_memory_usage = ${limits.maxMemoryBytes}`;
+  const inTurn = embedded ? drainingReads(client) : <T>(read: () => Promise<T>) => read();
+  return (organizationId, query, params = {}) =>
+    gate.run(organizationId, () =>
+      inTurn(async () => {
+        try {
+          const result = await client.query({ query: `${query}${clause}`, query_params: params, format: "JSONEachRow" });
+          return await result.json();
+        } catch (error) {
+          throw readError(error, limits);
+        }
+      }),
+    );
+}
+
+const settings = {
+  output_format_json_quote_64bit_integers: 0,
+  date_time_output_format: "iso",
+} as const;
 
 let sharedChdb: { path: string; client: ClickHouseClient; users: number } | null = null;
 
@@ -183,7 +177,7 @@ export function openClickHouse(config: Config): ClickHouseStore {
   }
   if (!sharedChdb) {
     mkdirSync(path, { recursive: true });
-    const client = createClient({ connection: drainingAfterErrors(createChdbConnection({ path })) as never, clickhouse_settings: settings });
+    const client = createClient({ connection: createChdbConnection({ path }) as never, clickhouse_settings: settings });
     sharedChdb = { path, client, users: 0 };
   }
   const engine = sharedChdb;

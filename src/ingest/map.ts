@@ -48,7 +48,8 @@ const SESSION_ID = [
   "ai.settings.context.threadId",
   "gen_ai.conversation.id",
 ];
-const USER_ID = [
+/** Attributes naming the end user, in resolution order; redaction governs them as identities. */
+export const USER_ID = [
   "user.id",
   "gen_ai.request.user",
   "gen_ai.user",

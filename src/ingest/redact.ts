@@ -1,5 +1,6 @@
 import { createHmac } from "node:crypto";
 import { isIPv6 } from "node:net";
+import { USER_ID } from "./map";
 import type { SpanRow } from "./row";
 import type { RedactionPolicy } from "./redaction-policy";
 
@@ -438,14 +439,7 @@ const CONTENT_COLUMNS = [
 ] as const satisfies readonly (keyof SpanRow)[];
 
 /** Attributes that carry the user's identity: governed by `identities`, not by content scanning. */
-const IDENTITY_ATTRIBUTES = new Set([
-  "user.id",
-  "user.email",
-  "gen_ai.request.user",
-  "traceloop.association.properties.user_id",
-  "langsmith.metadata.user_id",
-  "langfuse.user.id",
-]);
+const IDENTITY_ATTRIBUTES = new Set([...USER_ID, "user.email"]);
 
 export interface SpanRedactor {
   readonly policy: RedactionPolicy;
@@ -521,9 +515,13 @@ class PolicyRedactor implements SpanRedactor {
     for (const map of [row.attr_string, row.metadata, row.resource_string]) {
       for (const key in map) {
         const replacement = identities.get(map[key]);
-        if (replacement === undefined || !(IDENTITY_ATTRIBUTES.has(key) || IDENTITY_KEY.test(key))) continue;
-        if (replacement === "") delete map[key];
-        else map[key] = replacement;
+        if (replacement !== undefined && (IDENTITY_ATTRIBUTES.has(key) || IDENTITY_KEY.test(key))) {
+          if (replacement === "") delete map[key];
+          else map[key] = replacement;
+        } else if (map[key].startsWith("{")) {
+          // A structured attribute kept as sent (`latitude.metadata`) holds the identity as a JSON string.
+          for (const [identity, replaced] of identities) map[key] = map[key].replaceAll(JSON.stringify(identity), JSON.stringify(replaced));
+        }
       }
     }
   }

@@ -40,3 +40,6 @@ const shutdown = (signal: string) => {
 };
 process.on("SIGTERM", () => shutdown("SIGTERM"));
 process.on("SIGINT", () => shutdown("SIGINT"));
+// A promise of background work that fails unobserved (a job queue query cut by a PostgreSQL restart) must not
+// take ingest and the API down with it: it is logged, and the work is retried by its own schedule.
+process.on("unhandledRejection", (error) => vigil.ctx.log.error("unhandled rejection", { error: error as Error }));

@@ -91,6 +91,13 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
       throw new ListenError(`cannot listen on ${setting}: ${(error as Error).message}`);
     }
   };
+  // Before the listener opens, so /health answers only once Vigil has started whole.
+  try {
+    await startJobs(ctx);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
   await listen(`HOST=${config.host} PORT=${config.port}`, () =>
     app.listen({
       port: config.port,
@@ -117,7 +124,6 @@ export async function startVigil(config: Config, log: Logger = createLogger(conf
     ctx.onShutdown(grpc.stop);
     log.info("otlp grpc receiver started", { port: grpc.port });
   }
-  await startJobs(ctx);
   const port = app.server!.port!;
   if (!config.publicUrlConfigured) config.publicUrl = `http://localhost:${port}`;
   log.info("vigil started", { port, host: config.host, ms: Math.round(performance.now() - started) });

@@ -1,6 +1,6 @@
 -- Span analytics per project and hour, fed at insert and merged at read: a range of analytics reads
 -- one row per hour instead of every span in it (src/modules/traces/service.ts reads the spans of the
--- partial hours at the range's edges). The medians keep their exact states. Retention is part of the
+-- partial hours at the range's edges). Time to first token is a trace's, read from the roll-up. Retention is part of the
 -- key so each row expires with its spans. A MergeTree target with a deduplication window, so an insert
 -- of `spans` repeated with the same deduplication token is counted once here too.
 CREATE TABLE IF NOT EXISTS {{db}}.analytics_hourly (
@@ -9,10 +9,9 @@ CREATE TABLE IF NOT EXISTS {{db}}.analytics_hourly (
   hour DateTime('UTC'),
   retention_days UInt16,
   spans SimpleAggregateFunction(sum, UInt64),
-  -- Tokens and time to first token of LLM completions; cost of every span but usage wrappers.
+  -- Tokens of LLM completions; cost of every span but usage wrappers.
   tokens SimpleAggregateFunction(sum, UInt64),
-  cost_total_microcents SimpleAggregateFunction(sum, UInt64),
-  time_to_first_token_ns AggregateFunction(quantileExact(0.5), UInt64)
+  cost_total_microcents SimpleAggregateFunction(sum, UInt64)
 )
 ENGINE = AggregatingMergeTree
 PARTITION BY toYYYYMM(hour)
@@ -29,9 +28,7 @@ SELECT
   count() AS spans,
   sumIf(tokens_input + tokens_output + tokens_cache_read + tokens_cache_create + tokens_reasoning,
     operation IN ('chat', 'text_completion', 'generate_content') AND NOT is_usage_wrapper) AS tokens,
-  sumIf(cost_total_microcents, NOT is_usage_wrapper) AS cost_total_microcents,
-  quantileExactStateIf(0.5)(time_to_first_token_ns,
-    operation IN ('chat', 'text_completion', 'generate_content') AND NOT is_usage_wrapper AND time_to_first_token_ns > 0) AS time_to_first_token_ns
+  sumIf(cost_total_microcents, NOT is_usage_wrapper) AS cost_total_microcents
 FROM {{db}}.spans
 GROUP BY organization_id, project_id, hour, retention_days;
 
@@ -45,9 +42,7 @@ SELECT
   count() AS spans,
   sumIf(tokens_input + tokens_output + tokens_cache_read + tokens_cache_create + tokens_reasoning,
     operation IN ('chat', 'text_completion', 'generate_content') AND NOT is_usage_wrapper) AS tokens,
-  sumIf(cost_total_microcents, NOT is_usage_wrapper) AS cost_total_microcents,
-  quantileExactStateIf(0.5)(time_to_first_token_ns,
-    operation IN ('chat', 'text_completion', 'generate_content') AND NOT is_usage_wrapper AND time_to_first_token_ns > 0) AS time_to_first_token_ns
+  sumIf(cost_total_microcents, NOT is_usage_wrapper) AS cost_total_microcents
 FROM {{db}}.spans
 WHERE ingested_at < (SELECT metadata_modification_time FROM system.tables WHERE database = '{{db}}' AND name = 'analytics_hourly_mv')
 GROUP BY organization_id, project_id, hour, retention_days;

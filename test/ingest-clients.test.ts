@@ -234,7 +234,8 @@ async function expectWeatherTrace(account: Account, recorded: WeatherTrace, expe
     startTime: isoNanos(times.root.start),
     endTime: isoNanos(times.root.end),
     durationNs: nanosBetween(times.root.start, times.root.end),
-    timeToFirstTokenNs: 250_000_000,
+    // From the trace's start to the chat's first token, which came 250 ms after the chat started.
+    timeToFirstTokenNs: nanosBetween(times.root.start, times.chat.start) + 250_000_000,
     tokensInput: 1000 + 500,
     tokensOutput: 250 + 400,
     tokensCacheRead: 200 + 1000,

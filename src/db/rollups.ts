@@ -40,6 +40,18 @@ async function rollupViews(store: Store): Promise<RollupView[]> {
   return result.json<RollupView>();
 }
 
+/** Key columns of a roll-up that are not columns of `spans`, as the view computes them from a span. */
+const computedKeys: Record<string, Record<string, string>> = {
+  analytics_hourly: { hour: "toStartOfHour(toDateTime(start_time, 'UTC'))" },
+};
+
+/** The roll-up's key as expressions over `spans`. */
+const spanKey = (view: RollupView) =>
+  view.key
+    .split(",")
+    .map((column) => computedKeys[view.target]?.[column.trim()] ?? column.trim())
+    .join(", ");
+
 const dateTime = (date: Date) => date.toISOString().replace("T", " ").replace("Z", "");
 
 /**
@@ -59,8 +71,9 @@ export async function rebuildRollups(store: Store, scope: RollupScope): Promise<
   const inScope = conditions.join(" AND ");
   const rebuilt: RebuiltRollup[] = [];
   for (const view of await rollupViews(store)) {
-    const keys = `(SELECT DISTINCT ${view.key} FROM ${database}.spans WHERE ${inScope})`;
-    const spansOfKeys = `(SELECT * FROM ${database}.spans WHERE (${view.key}) IN ${keys} LIMIT 1 BY organization_id, project_id, trace_id, span_id)`;
+    const key = spanKey(view);
+    const keys = `(SELECT DISTINCT ${key} FROM ${database}.spans WHERE ${inScope})`;
+    const spansOfKeys = `(SELECT * FROM ${database}.spans WHERE (${key}) IN ${keys} LIMIT 1 BY organization_id, project_id, trace_id, span_id)`;
     const source = `FROM ${database}.spans`;
     if (view.select.split(source).length !== 2) throw new Error(`${database}.${view.name} does not read ${database}.spans once; rebuild ${view.target} by hand`);
     await client.command({ query: `DELETE FROM ${database}.${view.target} WHERE (${view.key}) IN ${keys}`, query_params: params });

@@ -6,7 +6,7 @@ import { sha256Hex } from "../lib/ids";
 import { clientAddress } from "../lib/net";
 import { clientAddressKey, RateLimiter } from "../lib/rate-limit";
 import { revokeGrant } from "../modules/oauth-keys/service";
-import { createCsrf, createSessions, loginRedirect, pageHeaders } from "../web";
+import { createCsrf, createSessions, htmlPages, loginRedirect, pageHeaders } from "../web";
 import { MessagePage } from "../web/pages";
 import type { People, SessionUser } from "../web/people";
 import { checkRegistration, ClientMetadataError, OAuthClients, type OAuthClient } from "./clients";
@@ -127,6 +127,7 @@ export function oauthModule(ctx: Context, people: People) {
 
   return (
     new Elysia({ name: "oauth", detail: { tags: ["oauth"] } })
+      .use(htmlPages)
       .get("/.well-known/oauth-authorization-server", metadata, { detail: { summary: "Authorization server metadata (RFC 8414)" } })
       .get("/api/auth/.well-known/oauth-authorization-server", metadata, { detail: { summary: "Authorization server metadata (RFC 8414), under /api/auth" } })
       .post(

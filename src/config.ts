@@ -29,6 +29,10 @@ export interface Config {
   bootstrapRateLimitPerHour: number;
   /** Trace exports per organization per hour (EXPORT_RATE_LIMIT). */
   exportRateLimitPerHour: number;
+  /** OAuth dynamic client registrations per client address per hour (OAUTH_REGISTRATION_RATE_LIMIT). */
+  oauthRegistrationRateLimitPerHour: number;
+  /** Console sign-in attempts per client address per 15 minutes (SIGN_IN_ADDRESS_RATE_LIMIT). */
+  signInAddressRateLimit: number;
   /** Peers whose `X-Forwarded-For` names the client (TRUSTED_PROXIES); null trusts no one. */
   trustedProxies: BlockList | null;
   ingest: {
@@ -190,6 +194,8 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel: enumVar(env, "LOG_LEVEL", ["debug", "info", "warn", "error", "silent"] as const, "info"),
     bootstrapRateLimitPerHour: intVar(env, "BOOTSTRAP_RATE_LIMIT", 10, 1, 1_000_000),
     exportRateLimitPerHour: intVar(env, "EXPORT_RATE_LIMIT", 10, 1, 1_000_000),
+    oauthRegistrationRateLimitPerHour: intVar(env, "OAUTH_REGISTRATION_RATE_LIMIT", 30, 1, 1_000_000),
+    signInAddressRateLimit: intVar(env, "SIGN_IN_ADDRESS_RATE_LIMIT", 50, 1, 1_000_000),
     trustedProxies: addressRangesVar(env, "TRUSTED_PROXIES"),
     ingest: {
       maxBodyBytes: intVar(env, "INGEST_MAX_BODY_BYTES", 16 << 20, 1024, 1 << 30),

@@ -15,9 +15,16 @@ describe("health and discovery", () => {
 
   test("unknown routes are 404 with an error body", async () => {
     const { url } = await sharedVigil();
-    const res = await fetch(url + "/v1/no-such-thing");
-    expect(res.status).toBe(404);
-    expect(await res.json()).toEqual({ error: "Not found" });
+    for (const path of ["/v1/no-such-thing", "/settings/no-such-page", "/no-such-page"]) {
+      // A browser asking for HTML still gets the JSON error: the console's HTML rendering stays on its own routes.
+      const res = await fetch(url + path, { headers: { accept: "text/html" } });
+      expect(res.status).toBe(404);
+      expect(res.headers.get("content-type")).toStartWith("application/json");
+      expect(await res.json()).toEqual({ error: "Not found" });
+    }
+    const page = await fetch(url + "/login");
+    expect(page.headers.get("content-type")).toBe("text/html; charset=utf-8");
+    expect(await page.text()).toStartWith("<!doctype html>");
   });
 
   test("protected resource metadata", async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { purgeExpiredPeopleAndOAuth } from "../src/oauth/purge";
-import { sharedVigil } from "./helpers";
+import { sharedVigil, startTestVigil } from "./helpers";
 import { authorize, bearer, connectAgent, pkce, registerClient, signedInOwner, token } from "./oauth-helpers";
 import { WebClient } from "./web-client";
 
@@ -53,6 +53,33 @@ describe("client registration", () => {
     const secretClient = await registerClient(vigil.url, "https://agent.example.com/cb", { token_endpoint_auth_method: "client_secret_basic" });
     expect(secretClient.response.status).toBe(400);
     expect(secretClient.body.error).toBe("invalid_client_metadata");
+  });
+
+  test("past the per-address limit a registration gets 429 with Retry-After and an RFC-style error, and registers nothing", async () => {
+    const vigil = await startTestVigil({ OAUTH_REGISTRATION_RATE_LIMIT: "3", TRUSTED_PROXIES: "127.0.0.1,::1" });
+    try {
+      const from = (address: string, name: string) =>
+        fetch(`${vigil.url}/api/auth/mcp/register`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-forwarded-for": address },
+          body: JSON.stringify({ client_name: name, redirect_uris: ["https://agent.example.com/cb"], token_endpoint_auth_method: "none" }),
+        });
+      for (let i = 0; i < 3; i++) expect((await from("203.0.113.7", `Agent ${i}`)).status).toBe(201);
+      const refused = await from("203.0.113.7", "Over the limit");
+      expect(refused.status).toBe(429);
+      const retryAfter = Number(refused.headers.get("retry-after"));
+      expect(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 3600).toBe(true);
+      const body = (await refused.json()) as Record<string, unknown>;
+      expect(body.error).toBe("too_many_requests");
+      expect(body.error_description).toEqual(expect.stringContaining("Too many client registrations"));
+      expect(body.client_id).toBeUndefined();
+      const names = (await vigil.ctx.sql<{ name: string }[]>`SELECT name FROM oauth_clients ORDER BY name`).map((row) => row.name);
+      expect(names).toEqual(["Agent 0", "Agent 1", "Agent 2"]);
+      // The limit is per client address: another one still registers.
+      expect((await from("198.51.100.4", "Elsewhere")).status).toBe(201);
+    } finally {
+      await vigil.stop();
+    }
   });
 });
 

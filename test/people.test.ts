@@ -75,6 +75,28 @@ describe("sessions", () => {
     expect(statuses[10]).toBe(429);
   }, 180_000); // argon2 hashes and verifies a dozen passwords: slow on a loaded machine
 
+  test("sign-in attempts are limited per client address across accounts, even with the right password", async () => {
+    const vigil = await startTestVigil({ SIGN_IN_ADDRESS_RATE_LIMIT: "3", TRUSTED_PROXIES: "127.0.0.1,::1" });
+    try {
+      const { email, password } = await signedInOwner(vigil);
+      const web = new WebClient(vigil.url);
+      await web.get("/login");
+      const from = (address: string) => ({ "x-forwarded-for": address });
+      // Three different accounts, so the per-account limit never applies.
+      for (let i = 0; i < 3; i++) expect((await web.post("/login", { email: `nobody-${i}@example.com`, password: "wrong guess" }, from("203.0.113.9"))).status).toBe(400);
+      const refused = await web.post("/login", { email, password }, from("203.0.113.9"));
+      expect(refused.status).toBe(429);
+      expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+      expect(Number(refused.headers.get("retry-after"))).toBeLessThanOrEqual(900);
+      expect(web.cookies.has("vigil_session")).toBe(false);
+      const elsewhere = await web.post("/login", { email, password }, from("198.51.100.4"));
+      expect(elsewhere.status).toBe(303);
+      expect(web.cookies.has("vigil_session")).toBe(true);
+    } finally {
+      await vigil.stop();
+    }
+  }, 180_000);
+
   test("password reset: a single-use mailed link sets the password and ends the old sessions", async () => {
     const vigil = await sharedVigil();
     const { email, password, web: oldSession } = await signedInOwner(vigil);

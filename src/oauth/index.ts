@@ -1,12 +1,12 @@
 import OAuth2Server, { OAuthError, Request as OAuthRequest, Response as OAuthResponse } from "@node-oauth/oauth2-server";
 import { Elysia, t } from "elysia";
 import type { Context } from "../context";
-import { HttpError, tooManyRequests } from "../lib/errors";
+import { HttpError } from "../lib/errors";
 import { sha256Hex } from "../lib/ids";
 import { clientAddress } from "../lib/net";
 import { clientAddressKey, RateLimiter } from "../lib/rate-limit";
 import { revokeGrant } from "../modules/oauth-keys/service";
-import { createCsrf, createSessions, loginRedirect, pageHeaders } from "../web";
+import { createCsrf, createSessions, htmlPages, loginRedirect, pageHeaders } from "../web";
 import { MessagePage } from "../web/pages";
 import type { People, SessionUser } from "../web/people";
 import { checkRegistration, ClientMetadataError, OAuthClients, type OAuthClient } from "./clients";
@@ -21,7 +21,6 @@ import {
   type GrantingUser,
 } from "./model";
 
-const registrationsPerHour = 30;
 const authorizeParams = ["response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge", "code_challenge_method", "resource"] as const;
 type AuthorizeParams = Partial<Record<(typeof authorizeParams)[number], string>>;
 
@@ -128,14 +127,20 @@ export function oauthModule(ctx: Context, people: People) {
 
   return (
     new Elysia({ name: "oauth", detail: { tags: ["oauth"] } })
+      .use(htmlPages)
       .get("/.well-known/oauth-authorization-server", metadata, { detail: { summary: "Authorization server metadata (RFC 8414)" } })
       .get("/api/auth/.well-known/oauth-authorization-server", metadata, { detail: { summary: "Authorization server metadata (RFC 8414), under /api/auth" } })
       .post(
         "/api/auth/mcp/register",
         async ({ body, request, server: http, set }) => {
           const address = clientAddress(http?.requestIP(request)?.address ?? null, request.headers.get("x-forwarded-for"), config.trustedProxies);
-          const limit = await limiter.hit(`oauth-register:${clientAddressKey(address)}`, registrationsPerHour, 3600);
-          if (!limit.allowed) throw tooManyRequests(limit.retryAfterSeconds, "Too many client registrations from this address; try again later");
+          const limit = await limiter.hit(`oauth-register:${clientAddressKey(address)}`, config.oauthRegistrationRateLimitPerHour, 3600);
+          if (!limit.allowed) {
+            // RFC 6749 error shape, as every other answer of the authorization server.
+            set.status = 429;
+            set.headers["retry-after"] = String(limit.retryAfterSeconds);
+            return { error: "too_many_requests", error_description: "Too many client registrations from this address; try again later" };
+          }
           let registration: ReturnType<typeof checkRegistration>;
           try {
             registration = checkRegistration((body ?? {}) as Record<string, unknown>);

@@ -1,3 +1,4 @@
+import { html } from "@elysiajs/html";
 import { Elysia, t, type Cookie } from "elysia";
 import { join } from "node:path";
 import type { Context } from "../context";
@@ -36,6 +37,17 @@ export const pageHeaders = {
   "x-content-type-options": "nosniff",
   "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; img-src 'self'; connect-src 'self'; form-action 'self' http: https:; frame-ancestors 'none'; base-uri 'none'",
 };
+
+/**
+ * Page responses of the modules that use this (the console and the OAuth pages), rendered by
+ * @elysiajs/html. Its automatic detection is a global hook (any string that looks like markup
+ * anywhere, and the JSON bodies of unmatched routes, would be rewritten), so it is off: a scoped
+ * hook hands only these modules' page strings to the plugin.
+ */
+export const htmlPages = new Elysia({ name: "html-pages" })
+  .use(html({ autoDetect: false, contentType: pageHeaders["content-type"] }))
+  // Given a string, the plugin's `html` always answers a Response (its type also covers streams).
+  .mapResponse({ as: "scoped" }, ({ responseValue, html }) => (typeof responseValue === "string" ? (html(responseValue) as Response) : undefined));
 
 type Cookies = Record<string, Cookie<unknown>>;
 const cookieText = (cookie: Cookie<unknown> | undefined) => (typeof cookie?.value === "string" && cookie.value ? cookie.value : undefined);
@@ -140,6 +152,7 @@ export function webModule(ctx: Context, people: People) {
 
   return (
     new Elysia({ name: "web", detail: { hide: true } })
+      .use(htmlPages)
       // htmx from its npm package, registered before the page headers apply.
       .get("/assets/htmx.js", () => new Response(Bun.file(htmxPath), { headers: { "content-type": "text/javascript; charset=utf-8", "cache-control": "public, max-age=86400" } }))
       .onAfterHandle(({ set }) => {

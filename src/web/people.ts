@@ -13,8 +13,8 @@ import type { Role } from "../modules/account/model";
 const sessionDays = 14;
 const resetValidity = "1 hour";
 const loginWindowSeconds = 900;
-/** Sign-in attempts per account and per client address in each 15-minute window. */
-export const loginLimits = { perAccount: 10, perAddress: 50 };
+/** Sign-in attempts per account in each 15-minute window; the per-address limit is configured. */
+const signInsPerAccount = 10;
 
 export const emailPattern = /^[^\s@\u0000]+@[^\s@\u0000]+\.[^\s@\u0000]+$/;
 
@@ -81,7 +81,7 @@ export function createPeople(ctx: Context): People {
 export class People {
   constructor(
     private sql: Sql,
-    private config: Pick<Config, "publicUrl">,
+    private config: Pick<Config, "publicUrl" | "signInAddressRateLimit">,
     private mailer: Mailer,
     private limiter: RateLimiter,
     private log: Logger,
@@ -136,8 +136,8 @@ export class People {
   async signIn(rawEmail: string, password: string, clientAddress: string | null): Promise<string | null> {
     const email = rawEmail.trim().toLowerCase();
     for (const [key, limit] of [
-      [`login:address:${clientAddressKey(clientAddress)}`, loginLimits.perAddress],
-      [`login:account:${sha256Hex(email)}`, loginLimits.perAccount],
+      [`login:address:${clientAddressKey(clientAddress)}`, this.config.signInAddressRateLimit],
+      [`login:account:${sha256Hex(email)}`, signInsPerAccount],
     ] as const) {
       const result = await this.limiter.hit(key, limit, loginWindowSeconds);
       if (!result.allowed) throw tooManyRequests(result.retryAfterSeconds, "Too many sign-in attempts; try again later");

@@ -8,6 +8,8 @@ import { sdkFailure } from "./sdk";
 
 setDefaultTimeout(60_000);
 
+type ListMonitorsForTargetBody = Parameters<LatitudeClient["monitors"]["listForTarget"]>[1];
+
 let vigil: Vigil;
 let client: LatitudeClient;
 let project: string;
@@ -91,7 +93,7 @@ describe("monitors through the official 9.15.0 client", () => {
   });
 
   test("for-target finds or creates the monitor of a target, once even under concurrent calls", async () => {
-    const request = { targetType: "user" as const, filterSetContains: { userId: [{ op: "eq", value: "user-for-target" }] } };
+    const request: ListMonitorsForTargetBody = { targetType: "user", filterSetContains: { userId: [{ op: "eq", value: "user-for-target" }] } };
     const [first, second] = await Promise.all([client.monitors.listForTarget(project, request), client.monitors.listForTarget(project, request)]);
     expect(first.items).toHaveLength(1);
     const created = first.items[0]!;
@@ -103,7 +105,7 @@ describe("monitors through the official 9.15.0 client", () => {
     const live = (await client.monitors.list(project, { limit: 100 })).items.filter((monitor) => monitor.target.id === "user-for-target");
     expect(live.map((monitor) => monitor.id)).toEqual([created.id]);
 
-    const tool = { filterSetContains: { operation: [{ op: "eq", value: "execute_tool" }], toolName: [{ op: "eq", value: "fetch_page" }] } };
+    const tool: ListMonitorsForTargetBody = { filterSetContains: { operation: [{ op: "eq", value: "execute_tool" }], toolName: [{ op: "eq", value: "fetch_page" }] } };
     const forTool = await client.monitors.listForTarget(project, tool);
     expect(forTool.items).toHaveLength(1);
     expect(forTool.items[0]!.target).toMatchObject({ type: "tool", id: "fetch_page", stream: "spans", filterSet: tool.filterSetContains });

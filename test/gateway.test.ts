@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import type { LatitudeClient } from "@latitude-data/sdk";
 import { Latitude } from "latitude-gateway-sdk";
+import { scoreStorage } from "../src/modules/scores/storage";
 import type { Vigil } from "../src/server";
 import { startFakeProvider, type FakeProvider } from "./gateway-provider";
 import { bootstrapAccount, startTestVigil } from "./helpers";
@@ -10,6 +12,7 @@ let vigil: Vigil;
 let second: Vigil;
 let provider: FakeProvider;
 let apiKey: string;
+let v1: LatitudeClient;
 let projectSlug: string;
 let projectId: number;
 let draftUuid: string;
@@ -58,7 +61,8 @@ beforeAll(async () => {
   const config = vigil.ctx.config;
   // A second Vigil on the same stores: another process as far as runs, events and stops are concerned.
   second = await startTestVigil({ ...env, DATABASE_URL: config.databaseUrl!, CLICKHOUSE_DATABASE: config.clickhouse.database });
-  const { account } = await bootstrapAccount(vigil.url);
+  const { account, client } = await bootstrapAccount(vigil.url);
+  v1 = client;
   apiKey = account.apiKey;
   projectSlug = account.projectSlug;
   const [org] = await vigil.ctx.sql<{ organization_id: string }[]>`SELECT organization_id FROM api_keys`;
@@ -335,6 +339,16 @@ describe("annotate and rate limits", () => {
     expect(annotated.status).toBe("accepted");
     const [score] = await vigil.ctx.sql<{ trace_id: string; value: number; source: string; session_id: string }[]>`SELECT * FROM scores WHERE id = ${annotated.resultUuid}`;
     expect(score).toMatchObject({ value: 1, source: "evaluation", session_id: run.uuid });
+
+    // The same score through /v1 (official 9.15.0 client): score.* filters on the trace list find the run's trace.
+    await scoreStorage(vigil.ctx).copier.drain();
+    const scored = async (filters: NonNullable<Parameters<LatitudeClient["traces"]["list"]>[1]>["filters"]) =>
+      (await v1.traces.list(projectSlug, { filters })).items.map((trace) => trace.traceId);
+    expect(await scored({ "score.sourceId": [{ op: "eq", value: "eval-1" }], "score.source": [{ op: "eq", value: "evaluation" }] })).toEqual([score!.trace_id]);
+    expect(await scored({ "score.sourceId": [{ op: "eq", value: "eval-1" }], "score.passed": [{ op: "eq", value: true }], "score.value": [{ op: "gte", value: 1 }] })).toEqual([score!.trace_id]);
+    expect(await scored({ "score.sourceId": [{ op: "eq", value: "eval-1" }], "score.passed": [{ op: "eq", value: false }] })).toEqual([]);
+    const traced = await v1.traces.list(projectSlug, { filters: { sessionId: [{ op: "eq", value: run.uuid }] } });
+    expect(traced.items.map((trace) => trace.traceId)).toContain(score!.trace_id);
   });
 
   test("a Hobby key gets 429 with Retry-After past 10 requests a second, counted across processes", async () => {

@@ -8,6 +8,8 @@ import { sdkFailure } from "./sdk";
 
 setDefaultTimeout(60_000);
 
+type ListMonitorsForTargetBody = Parameters<LatitudeClient["monitors"]["listForTarget"]>[1];
+
 let vigil: Vigil;
 let client: LatitudeClient;
 let project: string;
@@ -88,6 +90,33 @@ describe("monitors through the official 9.15.0 client", () => {
 
     await client.monitors.delete(project, match.slug);
     expect((await sdkFailure(client.monitors.get(project, match.slug))).statusCode).toBe(404);
+  });
+
+  test("for-target finds or creates the monitor of a target, once even under concurrent calls", async () => {
+    const request: ListMonitorsForTargetBody = { targetType: "user", filterSetContains: { userId: [{ op: "eq", value: "user-for-target" }] } };
+    const [first, second] = await Promise.all([client.monitors.listForTarget(project, request), client.monitors.listForTarget(project, request)]);
+    expect(first.items).toHaveLength(1);
+    const created = first.items[0]!;
+    expect(second.items.map((monitor) => monitor.id)).toEqual([created.id]);
+    expect(created).toMatchObject({ system: false, target: { type: "user", id: "user-for-target", stream: "traces", filterSet: request.filterSetContains } });
+    expect(created.rule).toMatchObject({ trigger: "escalating", severity: "medium", config: { metric: { kind: "count" }, condition: { trigger: "escalating" } } });
+    expect((await client.monitors.listForTarget(project, request)).items.map((monitor) => monitor.id)).toEqual([created.id]);
+    expect(await client.monitors.get(project, created.slug)).toEqual(created);
+    const live = (await client.monitors.list(project, { limit: 100 })).items.filter((monitor) => monitor.target.id === "user-for-target");
+    expect(live.map((monitor) => monitor.id)).toEqual([created.id]);
+
+    const tool: ListMonitorsForTargetBody = { filterSetContains: { operation: [{ op: "eq", value: "execute_tool" }], toolName: [{ op: "eq", value: "fetch_page" }] } };
+    const forTool = await client.monitors.listForTarget(project, tool);
+    expect(forTool.items).toHaveLength(1);
+    expect(forTool.items[0]!.target).toMatchObject({ type: "tool", id: "fetch_page", stream: "spans", filterSet: tool.filterSetContains });
+    expect((await client.monitors.listForTarget(project, { targetType: "tool", filterSetContains: { toolName: [{ op: "eq", value: "fetch_page" }] } })).items.map((monitor) => monitor.id)).toEqual([forTool.items[0]!.id]);
+
+    // Deleted, the next call creates a fresh one; a filter set naming no single entity creates nothing.
+    await client.monitors.delete(project, created.slug);
+    const recreated = await client.monitors.listForTarget(project, request);
+    expect(recreated.items).toHaveLength(1);
+    expect(recreated.items[0]!.id).not.toBe(created.id);
+    expect((await client.monitors.listForTarget(project, { targetType: "user", filterSetContains: { userId: [{ op: "in", value: ["a", "b"] }] } })).items).toEqual([]);
   });
 
   test("bad monitors are 400s", async () => {

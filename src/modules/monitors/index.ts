@@ -60,7 +60,11 @@ export const monitorsModule = (ctx: Context) => {
         body: ForTargetBody,
         transform: rejectUndeclaredProperties(ForTargetBody),
         response: MonitorList,
-        detail: { summary: "Monitors of a target", description: "Live monitors with this target type whose filters contain `filterSetContains`." },
+        detail: {
+          summary: "Monitors of a target (find or create)",
+          description:
+            "Live monitors with this target type whose filters contain `filterSetContains`; when none and the filters name one tool, user or session (`toolName`, `userId`, `sessionId` eq), creates its monitor (escalating count, medium severity) once.",
+        },
       },
     )
     .get(monitorRoute, async ({ principal, params }) => monitors.get(await projectOf(principal.organizationId, params.projectSlug), params.monitorSlug), {

@@ -129,6 +129,22 @@ async function normalizeTarget(
   return { ...base, filterSet: filterSet as never, query };
 }
 
+type ForTarget = { targetType?: string; filterSetContains: FilterSet };
+type EntityType = Exclude<TargetType, "savedSearch">;
+const identifyingFilter: Record<EntityType, string> = { tool: "toolName", user: "userId", session: "sessionId" };
+const targetLabel: Record<EntityType, string> = { tool: "Tool", user: "User", session: "Session" };
+
+/** The tool, user or session a for-target request names with one `eq` condition, if it names exactly one. */
+function targetEntityOf(body: ForTarget): { type: EntityType; id: string } | null {
+  const named = (Object.keys(identifyingFilter) as EntityType[]).filter((type) => {
+    const conditions = body.filterSetContains[identifyingFilter[type]];
+    return conditions?.length === 1 && conditions[0]!.op === "eq" && typeof conditions[0]!.value === "string" && conditions[0]!.value !== "";
+  });
+  const candidates = body.targetType ? named.filter((type) => type === body.targetType) : named;
+  const type = candidates.length === 1 ? candidates[0]! : null;
+  return type ? { type, id: body.filterSetContains[identifyingFilter[type]]![0]!.value as string } : null;
+}
+
 function checkCondition(condition: AlertCondition) {
   const threshold = condition.threshold;
   if (threshold?.mode === "multiplier") {
@@ -234,8 +250,7 @@ export class MonitorsService {
   }
 
   /** Live monitors whose target has this type and whose filters contain these conditions. */
-  async forTarget(project: ProjectRef, body: { targetType?: string; filterSetContains: FilterSet }): Promise<Monitor[]> {
-    await ensureSystemMonitors(this.sql, project.id);
+  private async findForTarget(project: ProjectRef, body: ForTarget): Promise<Monitor[]> {
     const rows = await this.sql<MonitorRow[]>`
       SELECT * FROM monitors
       WHERE project_id = ${project.id} AND organization_id = ${project.organizationId} AND deleted_at IS NULL
@@ -243,6 +258,34 @@ export class MonitorsService {
         AND coalesce(target->'filterSet', '{}'::jsonb) @> ${this.sql.json(body.filterSetContains as never)}
       ORDER BY (system_kind IS NOT NULL) DESC, updated_at DESC, id DESC`;
     return rows.map(toMonitor);
+  }
+
+  /**
+   * The monitors of a target, creating one when there is none and the filters single out a tool, a user
+   * or a session: it watches the target's traces (a tool's spans) for an escalating count. Concurrent calls
+   * for the same target create one monitor (a unique key on the target).
+   */
+  async forTarget(project: ProjectRef, body: ForTarget): Promise<Monitor[]> {
+    await ensureSystemMonitors(this.sql, project.id);
+    const found = await this.findForTarget(project, body);
+    const entity = found.length === 0 ? targetEntityOf(body) : null;
+    if (!entity) return found;
+    const { [identifyingFilter[entity.type]]: _identity, ...extra } = body.filterSetContains;
+    if (entity.type === "tool") delete extra.operation;
+    const target = await normalizeTarget({ type: entity.type, id: entity.id, filterSet: extra as never }, (slugOrId) => this.findSearch(project, slugOrId));
+    const metric: MonitorMetric = { kind: "count" };
+    const condition: AlertCondition = { trigger: "escalating", metric, window: { minutes: 15 } };
+    const config: MonitorConfig = { filterSet: target.filterSet, query: null, metric, condition };
+    const name = `${targetLabel[entity.type]} ${entity.id}`.slice(0, 128);
+    await withFreeSlug(slugify(name, "monitor"), slugConstraint, async (slug) => {
+      await this.sql`
+        INSERT INTO monitors (id, organization_id, project_id, slug, name, description, target, trigger, severity, config, target_key)
+        VALUES (${newId()}, ${project.organizationId}, ${project.id}, ${slug}, ${name}, ${`Created for the ${entity.type} ${entity.id}.`},
+          ${this.sql.json({ ...target, metric } as never)}, 'escalating', 'medium', ${this.sql.json(config as never)},
+          ${entity.type} || ':' || ${this.sql.json(target.filterSet as never)}::jsonb::text)
+        ON CONFLICT (project_id, target_key) WHERE target_key IS NOT NULL AND deleted_at IS NULL DO NOTHING`;
+    });
+    return this.findForTarget(project, body);
   }
 
   async monitorIncidents(project: ProjectRef, slugOrId: string, query: { cursor?: string; limit?: number }) {

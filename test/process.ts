@@ -23,7 +23,9 @@ export async function spawnVigil(dataDir: string, env: Record<string, string> = 
     cwd: root,
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, DATA_DIR: dataDir, PORT: String(port), OTLP_GRPC_PORT: "0", LOG_LEVEL: "info", ...env },
+    // The crash tests verify hundreds of traces with parallel reads: the per-organization read cap (tested in
+    // limits-reads.test.ts) would refuse them on a loaded machine.
+    env: { ...process.env, DATA_DIR: dataDir, PORT: String(port), OTLP_GRPC_PORT: "0", LOG_LEVEL: "info", READ_CONCURRENCY_PER_ORGANIZATION: "64", ...env },
   });
   let output = "";
   child.stdout!.on("data", (chunk) => (output += chunk));

@@ -620,6 +620,9 @@ describe("@latitude-data/telemetry 3.6.0", () => {
     const { Latitude, capture } = await import("@latitude-data/telemetry");
     expect((await account.client.projects.get(account.slug)).firstTraceAt).toBeNull();
 
+    // As in a program of its own: no tracer provider or context manager that another test file registered.
+    trace.disable();
+    context.disable();
     // SimpleSpanProcessor (disableBatch): every span is its own request.
     const latitude = new Latitude({ apiKey: account.apiKey, project: account.slug, disableBatch: true, serviceName: "telemetry-service" });
     const tracer = latitude.getTracer("weather");

@@ -25,7 +25,7 @@ export async function spawnVigil(dataDir: string, env: Record<string, string> = 
     stdio: ["ignore", "pipe", "pipe"],
     // The crash tests verify hundreds of traces with parallel reads: the per-organization read cap (tested in
     // limits-reads.test.ts) would refuse them on a loaded machine.
-    env: { ...process.env, DATA_DIR: dataDir, PORT: String(port), OTLP_GRPC_PORT: "0", LOG_LEVEL: "info", READ_CONCURRENCY_PER_ORGANIZATION: "64", ...env },
+    env: { ...process.env, DATA_DIR: dataDir, PORT: String(port), OTLP_GRPC_PORT: "0", LOG_LEVEL: "info", READ_CONCURRENCY_PER_ORGANIZATION: "1000", ...env },
   });
   let output = "";
   child.stdout!.on("data", (chunk) => (output += chunk));

@@ -348,8 +348,12 @@ export async function signalSlug(tx: Queryable, projectId: string, name: string,
 async function insertSignal(tx: Queryable, signal: Candidate, first: ClaimedEvent) {
   const slug = await signalSlug(tx, signal.projectId, signal.name, signal.id);
   const visible = signal.annotated || signal.members >= discovery.visibleAtMembers;
-  await tx`
+  const insert = (slug: string) => tx`
     INSERT INTO signals (id, organization_id, project_id, slug, name, description, source, visible_at, member_count, centroid, centroid_at)
     VALUES (${signal.id}, ${first.organization_id}, ${signal.projectId}, ${slug}, ${signal.name}, ${signal.description}, ${signal.source},
-      ${visible ? new Date() : null}, ${signal.members}, ${toBytes(signal.delta!)}, now())`;
+      ${visible ? new Date() : null}, ${signal.members}, ${toBytes(signal.delta!)}, now())
+    ON CONFLICT (project_id, slug) WHERE deleted_at IS NULL DO NOTHING
+    RETURNING id`;
+  // Another process may have named a signal alike since the slug was chosen: the id's tail tells them apart.
+  if ((await insert(slug)).length === 0) await insert(`${slug}-${signal.id.slice(-6)}`);
 }

@@ -165,7 +165,8 @@ describe("on quiet traces", () => {
     expect(provider.calls()).toBeGreaterThan(0);
     // A late span makes the trace quiet again later: no second flag.
     await insertSpans(own.ctx, [spanRow(ownTenant, { trace_id: traceId, span_id: newSpanId(), parent_span_id: rootSpanId, operation: "execute_tool", startMs: Date.now() - 1000 })]);
-    expect(await detectors.scan(new Date(Date.now() + 200_000))).toBeGreaterThanOrEqual(1);
+    // The scheduled scan of the same process may take the trace first: either way it is flagged no more.
+    await detectors.scan(new Date(Date.now() + 200_000));
     expect(await flags(traceId)).toHaveLength(2);
     // The flags go through discovery like any failed score.
     await signalsRuntime(own.ctx).discovery.drain();

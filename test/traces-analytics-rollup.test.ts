@@ -144,15 +144,21 @@ describe("start-time projection of the trace roll-up", () => {
     const { tenant } = await project();
     await insertSpans(vigil.ctx, [3, 1, 2].map((h) => spanRow(tenant, { trace_id: newTraceId(), startMs: day + 20 * hour + h * 60_000 })));
     const { ch } = vigil.ctx;
-    const result = await ch.client.query({
-      query: `SELECT
-          (SELECT sum(rows) FROM system.projection_parts WHERE database = {database:String} AND table = 'traces' AND name = 'by_start_time' AND active) AS projected,
-          (SELECT sum(rows) FROM system.parts WHERE database = {database:String} AND table = 'traces' AND active) AS stored`,
-      query_params: { database: ch.database },
-      format: "JSONEachRow",
-    });
-    const [{ projected, stored }] = await result.json<{ projected: number; stored: number }>();
-    expect(Number(stored)).toBeGreaterThanOrEqual(3);
-    expect(Number(projected)).toBe(Number(stored));
+    // Other tests insert and merges run between the two sums: a missing projection stays unequal, a race does not.
+    const sums = async () => {
+      const result = await ch.client.query({
+        query: `SELECT
+            (SELECT sum(rows) FROM system.projection_parts WHERE database = {database:String} AND table = 'traces' AND name = 'by_start_time' AND active) AS projected,
+            (SELECT sum(rows) FROM system.parts WHERE database = {database:String} AND table = 'traces' AND active) AS stored`,
+        query_params: { database: ch.database },
+        format: "JSONEachRow",
+      });
+      const [{ projected, stored }] = await result.json<{ projected: number; stored: number }>();
+      return { projected: Number(projected), stored: Number(stored) };
+    };
+    let counted = await sums();
+    for (let attempt = 0; attempt < 10 && counted.projected !== counted.stored; attempt++) counted = await Bun.sleep(200).then(sums);
+    expect(counted.stored).toBeGreaterThanOrEqual(3);
+    expect(counted.projected).toBe(counted.stored);
   });
 });

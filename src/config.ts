@@ -50,8 +50,12 @@ export interface Config {
     maxConcurrentExports: number;
     flushRows: number;
     flushIntervalMs: number;
-    /** Test-only fault injection (VIGIL_TEST_CRASH_AFTER_SPANS_INSERT): the process dies after the `spans` part of its n-th segment insert commits and before the views' parts do. */
-    crashAfterSpansInsert: number | null;
+    /**
+     * Test-only fault injection (VIGIL_TEST_CRASH_AT=`<window>:<n>`): the process dies in a window of its n-th segment
+     * insert. `spans-part`: after the `spans` part commits and before the views' parts do. `log-removal`: after the
+     * whole insert commits and before the write-ahead log segment is removed.
+     */
+    crashAt: CrashPoint | null;
   };
   embeddings: { baseUrl: string; apiKey: string | null; model: string } | null;
   /** Largest API request body (JSON or form), bytes; OTLP bodies have the ingest limits. */
@@ -88,6 +92,19 @@ function intVar(env: Env, name: string, fallback: number, min: number, max: numb
   const value = Number(raw);
   if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
   return value;
+}
+
+export interface CrashPoint {
+  window: "spans-part" | "log-removal";
+  /** The n-th segment insert of the process, from 1. */
+  segment: number;
+}
+
+function crashPoint(raw: string | undefined): CrashPoint | null {
+  if (!raw) return null;
+  const match = /^(spans-part|log-removal):([1-9]\d{0,5})$/.exec(raw);
+  if (!match) throw new ConfigError(`VIGIL_TEST_CRASH_AT must be spans-part:<n> or log-removal:<n>, got "${raw}"`);
+  return { window: match[1] as CrashPoint["window"], segment: Number(match[2]) };
 }
 
 function urlVar(env: Env, name: string, protocols: string[]): string | null {
@@ -209,7 +226,7 @@ export function loadConfig(env: Env = process.env): Config {
       maxConcurrentExports: intVar(env, "INGEST_MAX_CONCURRENT_EXPORTS", 32, 1, 100_000),
       flushRows: intVar(env, "INGEST_FLUSH_ROWS", 10_000, 1, 1_000_000),
       flushIntervalMs: intVar(env, "INGEST_FLUSH_MS", 200, 1, 60_000),
-      crashAfterSpansInsert: env.VIGIL_TEST_CRASH_AFTER_SPANS_INSERT ? intVar(env, "VIGIL_TEST_CRASH_AFTER_SPANS_INSERT", 1, 1, 1_000_000) : null,
+      crashAt: crashPoint(env.VIGIL_TEST_CRASH_AT),
     },
     embeddings: embeddingsUrl
       ? { baseUrl: embeddingsUrl, apiKey: env.EMBEDDINGS_API_KEY || null, model: env.EMBEDDINGS_MODEL || "text-embedding-3-small" }

@@ -1,5 +1,6 @@
-// A crash between the commit of a segment's `spans` part and its views' parts (`traces`, `sessions`), made
-// deterministic by a test-only fault-injection point: after the restart's replay, every acknowledged span is in
+// Crashes in the two windows of a segment insert, made deterministic by a test-only fault-injection point: between
+// the commit of the `spans` part and its views' parts (`traces`, `sessions`), and between the commit of the whole
+// insert and the removal of its write-ahead log segment. After the restart's replay, every acknowledged span is in
 // `spans` once and counted once in every roll-up, and the API's list, detail, spans and analytics agree.
 import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
 import { rmSync } from "node:fs";
@@ -19,10 +20,15 @@ afterAll(() => {
   rmSync(dataDir, { recursive: true, force: true });
 });
 
-test("a crash after the spans part of an insert commits and before its views' parts do loses nothing from the roll-ups", async () => {
+const windows = [
+  ["spans-part", "after the spans part of an insert commits and before its views' parts do loses nothing from the roll-ups"],
+  ["log-removal", "after an insert commits and before its write-ahead log segment is removed counts nothing twice"],
+] as const;
+
+test.each(windows)("a crash %s: %s", async (window) => {
   rmSync(dataDir, { recursive: true, force: true });
   // The second segment insert crashes in the window; the first goes in whole.
-  const first = await spawnVigil(dataDir, { VIGIL_TEST_CRASH_AFTER_SPANS_INSERT: "2" });
+  const first = await spawnVigil(dataDir, { VIGIL_TEST_CRASH_AT: `${window}:2` });
   started.push(first);
   const { account, client: firstClient } = await bootstrapAccount(first.url, { projectName: "Rollup crash" });
   const slug = account.projectSlug;

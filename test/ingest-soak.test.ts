@@ -45,7 +45,7 @@ test(`${CYCLES} kill/restart cycles under concurrent exporters lose and double n
     const injected = !last && cycle % 2 === 0;
     if (cycle > 1) {
       // The injected crash may come while the log left by the previous crash is replayed, before Vigil is healthy.
-      const next = await spawnVigil(dataDir, injected ? { VIGIL_TEST_CRASH_AFTER_SPANS_INSERT: String(randomBetween(1, 3)) } : {}).catch((error: Error) => {
+      const next = await spawnVigil(dataDir, injected ? { VIGIL_TEST_CRASH_AT: `${cycle % 4 === 0 ? "log-removal" : "spans-part"}:${randomBetween(1, 3)}` } : {}).catch((error: Error) => {
         if (injected && error.message.includes('"replaying the span write-ahead log"')) return null;
         throw error;
       });

@@ -81,6 +81,22 @@ export function renderClickHouseStatements(file: MigrationFile, database: string
   );
 }
 
+const viewQueryChange = /^\s*ALTER\s+TABLE\s+([\w.`]+)(\s+ON\s+CLUSTER\s+\S+)?\s+MODIFY\s+QUERY\b/i;
+
+/**
+ * After `ALTER TABLE <view> MODIFY QUERY`, ClickHouse names the view by its UUID in the deduplication tokens of the
+ * blocks it writes, until the view is loaded again, where every later start names it `database.view`. A segment
+ * inserted by this process and replayed after a restart would then not be recognised in the view's table and be
+ * counted twice; detaching and attaching the view loads it as a restart would.
+ */
+async function reloadViewAfterQueryChange(store: ClickHouseStore, statement: string): Promise<void> {
+  const match = viewQueryChange.exec(statement);
+  if (!match) return;
+  const [, view, onCluster = ""] = match;
+  await store.client.command({ query: `DETACH TABLE ${view}${onCluster}` });
+  await store.client.command({ query: `ATTACH TABLE ${view}${onCluster}` });
+}
+
 export async function migrateClickHouse(store: ClickHouseStore, cluster: string | null, log: Logger, files = readMigrations("clickhouse")): Promise<void> {
   const { client, database } = store;
   const onCluster = cluster ? ` ON CLUSTER ${cluster}` : "";
@@ -96,6 +112,7 @@ export async function migrateClickHouse(store: ClickHouseStore, cluster: string 
     // Each statement is written to be re-runnable (IF NOT EXISTS), so a crash mid-file is safe to retry.
     for (const statement of renderClickHouseStatements(file, database, cluster)) {
       await client.command({ query: statement });
+      await reloadViewAfterQueryChange(store, statement);
     }
     await client.insert({ table: `${database}.schema_migrations`, values: [{ name: file.name, checksum: file.checksum }], format: "JSONEachRow" });
     log.info("applied clickhouse migration", { migration: file.name });

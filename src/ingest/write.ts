@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { join } from "node:path";
 import { finished } from "node:stream/promises";
-import type { Config } from "../config";
+import type { Config, CrashPoint } from "../config";
 import type { ClickHouseStore } from "../db/clickhouse";
 import type { Logger } from "../lib/log";
 import { SpanBatcher, type BatchLimits } from "./batch";
@@ -47,8 +47,8 @@ export interface SpanWriterOptions {
   retryDelayMs: number;
   maxRetryDelayMs: number;
   closeTimeoutMs: number;
-  /** Test-only: see `Config.ingest.crashAfterSpansInsert`. */
-  crashAfterSpansInsert?: number | null;
+  /** Test-only: see `Config.ingest.crashAt`. */
+  crashAt?: CrashPoint | null;
 }
 
 export function spanWriterOptions(config: Config, store: ClickHouseStore, log: Logger): SpanWriterOptions {
@@ -66,7 +66,7 @@ export function spanWriterOptions(config: Config, store: ClickHouseStore, log: L
     retryDelayMs: 100,
     maxRetryDelayMs: 10_000,
     closeTimeoutMs: 10_000,
-    crashAfterSpansInsert: config.ingest.crashAfterSpansInsert,
+    crashAt: config.ingest.crashAt,
   };
 }
 
@@ -144,18 +144,20 @@ export function segmentInserter(store: SpanStore, tableColumns: ReadonlySet<stri
 }
 
 /**
- * Test-only fault injection: a crash in the window between the commit of the segment's `spans` part and its
- * views' parts, made deterministic. The views are detached (a restart attaches them again), the segment
- * inserted, and the process killed as a crash would.
+ * Test-only fault injection, making a crash in one window of an insert deterministic. `spans-part`: the views are
+ * detached (a restart attaches them again) so only the `spans` part commits. `log-removal`: the whole insert
+ * commits. Then the process is killed as a crash would, before the segment leaves the write-ahead log.
  */
-function crashingAfterSpansInsert(store: SpanStore, insert: InsertSegment): InsertSegment {
+function crashingInsert(store: SpanStore, insert: InsertSegment, window: CrashPoint["window"]): InsertSegment {
   return async (segment) => {
-    const result = await store.client.query({
-      query: "SELECT name FROM system.tables WHERE database = {database:String} AND engine = 'MaterializedView'",
-      query_params: { database: store.database },
-      format: "JSONEachRow",
-    });
-    for (const { name } of await result.json<{ name: string }>()) await store.client.command({ query: `DETACH TABLE ${store.database}.${name}` });
+    if (window === "spans-part") {
+      const result = await store.client.query({
+        query: "SELECT name FROM system.tables WHERE database = {database:String} AND engine = 'MaterializedView'",
+        query_params: { database: store.database },
+        format: "JSONEachRow",
+      });
+      for (const { name } of await result.json<{ name: string }>()) await store.client.command({ query: `DETACH TABLE ${store.database}.${name}` });
+    }
     await insert(segment);
     process.kill(process.pid, "SIGKILL");
   };
@@ -257,7 +259,8 @@ class WalSpanWriter implements SpanWriter {
   /** Retries until the insert succeeds; false when stopped at close, leaving the segment for the next start. */
   private async insertUntilDone(segment: SealedSegment): Promise<boolean> {
     const { log, retryDelayMs, maxRetryDelayMs } = this.options;
-    const insert = ++this.segmentsInserted === this.options.crashAfterSpansInsert ? crashingAfterSpansInsert(this.options.store, this.insert) : this.insert;
+    const { crashAt } = this.options;
+    const insert = ++this.segmentsInserted === crashAt?.segment ? crashingInsert(this.options.store, this.insert, crashAt.window) : this.insert;
     for (let attempt = 0; ; attempt++) {
       const started = performance.now();
       try {

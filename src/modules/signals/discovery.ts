@@ -2,6 +2,7 @@ import type { LanguageModel } from "ai";
 import type { Queryable, Sql } from "../../db/postgres";
 import { newId, slugify } from "../../lib/ids";
 import type { Logger } from "../../lib/log";
+import { addScaled, CentroidMatcher } from "./centroids";
 import { contentWords, type FeedbackEmbedder } from "./embedding";
 import { nameSignal } from "./llm";
 
@@ -28,12 +29,6 @@ export const decay = (ageMs: number) => Math.pow(2, -Math.max(0, ageMs) / discov
 export const calibratedSimilarity = (mode: "endpoint" | "local", similarity: number) =>
   mode === "local" ? Math.cbrt(Math.max(0, similarity)) : similarity;
 
-/** Share of the feedback's content words found in the signal's name and description, at most 1. */
-export function textRank(feedbackWords: string[], signalWords: Set<string>): number {
-  if (feedbackWords.length === 0) return 0;
-  return Math.min(1, feedbackWords.filter((word) => signalWords.has(word)).length / feedbackWords.length);
-}
-
 /** A name and description read off the first member's feedback when no model names the signal. */
 export function nameFromFeedback(feedback: string): { name: string; description: string } {
   const text = feedback.replace(/\s+/g, " ").trim();
@@ -59,22 +54,47 @@ interface ClaimedEvent {
   linked: boolean;
 }
 
-interface Candidate {
+/** A signal as this process last read or wrote it. PostgreSQL stays the source of truth. */
+interface KnownSignal {
   id: string;
   projectId: string;
   source: string;
-  /** The centroid as loaded plus this batch's additions (undecayed: only its direction matters). */
+  /** The row version (xmin) it was read from or written as: another one means another writer changed the row. */
+  version: string;
+  /** The stored centroid: a time-decayed sum as of `centroidAt`. */
   centroid: Float32Array | null;
-  /** Euclidean norm of `centroid`, kept with it. */
-  norm: number;
-  words: Set<string>;
+  centroidAt: number;
+  words: string[];
+}
+
+/** A signal during one batch: what the batch adds to it, and its place in the batch's matcher. */
+interface Candidate {
+  known: KnownSignal;
+  index: number;
+  created: boolean;
+  /** The stored centroid plus this batch's additions (undecayed: only its direction matters); null until the first addition. */
+  centroid: Float32Array | null;
   /** Sum of w·e added in this batch (not decayed: added now). */
   delta: Float32Array | null;
-  members: number;
+  added: number;
   annotated: boolean;
-  created: boolean;
   name: string;
   description: string;
+  first: ClaimedEvent | null;
+}
+
+/** One project's signals for a batch: the matcher over their centroids and the candidates by index and id. */
+interface ProjectBatch {
+  matcher: CentroidMatcher;
+  candidates: Candidate[];
+  byId: Map<string, Candidate>;
+}
+
+interface Link {
+  event: ClaimedEvent;
+  signal: Candidate;
+  vector: Float32Array;
+  weight: number;
 }
 
 /** float32 vectors are stored as their bytes (bytea). */
@@ -82,26 +102,18 @@ const toBytes = (vector: Float32Array) => Buffer.from(vector.buffer, vector.byte
 const fromBytes = (bytes: Buffer | null): Float32Array | null =>
   bytes && bytes.byteLength >= 4 ? new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength - (bytes.byteLength % 4))) : null;
 
-function dot(a: ArrayLike<number>, b: ArrayLike<number>) {
-  let sum = 0;
-  for (let i = 0; i < a.length; i++) sum += a[i]! * b[i]!;
-  return sum;
-}
-
-const norm = (vector: ArrayLike<number>) => Math.sqrt(dot(vector, vector));
-
-function addScaled(target: Float32Array, vector: ArrayLike<number>, scale: number) {
-  for (let i = 0; i < target.length; i++) target[i]! += vector[i]! * scale;
-}
-
 /**
- * Turns failed scores into signals (SIGNALS.md "Discovery"). Each call claims pending events under
- * `FOR UPDATE OF events, scores SKIP LOCKED`, so any number of processes drain the same table without
- * linking a score twice; signals whose centroids change are locked in id order, so two batches never
- * deadlock and never lose each other's additions (centroids are sums: each batch adds its delta to the
- * row it locked).
+ * Turns failed scores into signals (SIGNALS.md "Discovery"). Each call claims a batch of pending
+ * events under `FOR UPDATE OF events, scores SKIP LOCKED`, so any number of processes drain the same
+ * table without linking a score twice, and writes the whole batch in one transaction with one
+ * statement per table. The signals of each project are kept in memory between batches and re-read
+ * only when their row version (xmin) changed. Signals whose centroids change are locked in id order
+ * at the end of the batch, so two batches never deadlock and never lose each other's additions
+ * (centroids are sums: each batch adds its delta to the row it locked, re-read if another wrote it).
  */
 export class SignalDiscovery {
+  private known = new Map<string, Map<string, KnownSignal>>();
+
   constructor(
     private sql: Sql,
     private embedder: FeedbackEmbedder,
@@ -163,7 +175,7 @@ export class SignalDiscovery {
   }
 
   private async linkBatch(): Promise<{ handled: number; created: string[] }> {
-    return this.sql.begin(async (tx) => {
+    const batch = await this.sql.begin(async (tx) => {
       const events = await tx<ClaimedEvent[]>`
         SELECT e.id AS event_id, s.id AS score_id, s.organization_id, s.project_id, s.source, s.source_id, s.signal_id,
           s.feedback, s.passed, s.error, s.drafted_at, s.deleted_at, s.metadata,
@@ -172,129 +184,125 @@ export class SignalDiscovery {
         WHERE e.consumed_at IS NULL
         ORDER BY e.id LIMIT ${this.batchSize}
         FOR UPDATE OF e, s SKIP LOCKED`;
-      if (events.length === 0) return { handled: 0, created: [] };
+      if (events.length === 0) return { handled: 0, created: [], written: [] };
       const eligible = events.filter(
         (event) => !event.linked && !event.passed && event.error === null && event.drafted_at === null && event.deleted_at === null && event.feedback.trim() !== "",
       );
       const vectors = await this.embedder.embed(eligible.map((event) => event.feedback));
-      const candidates = await this.loadCandidates(tx, [...new Set(eligible.map((event) => event.project_id))]);
-      const links: { event: ClaimedEvent; signal: Candidate; vector: Float32Array; weight: number }[] = [];
-      eligible.forEach((event, index) => {
+      const perProject = Map.groupBy(eligible, (event) => event.project_id);
+      await this.refreshKnown(tx, [...perProject.keys()]);
+      const projects = new Map<string, ProjectBatch>();
+      const links: Link[] = eligible.map((event, index) => {
         const vector = vectors[index]!;
-        const signal = this.choose(event, vector, candidates);
+        let project = projects.get(event.project_id);
+        if (!project) projects.set(event.project_id, (project = this.projectBatch(event.project_id, vector.length, perProject.get(event.project_id)!.length)));
+        const signal = this.choose(project, event, vector);
         const weight = event.source === "annotation" ? discovery.annotationWeight : discovery.scoreWeight;
         signal.delta ??= new Float32Array(vector.length);
         addScaled(signal.delta, vector, weight);
         // Later scores of the batch compare against the centroid including this one.
-        signal.centroid ??= new Float32Array(vector.length);
+        signal.centroid ??= signal.known.centroid?.length === vector.length ? signal.known.centroid.slice() : new Float32Array(vector.length);
         addScaled(signal.centroid, vector, weight);
-        signal.norm = norm(signal.centroid);
-        signal.members += 1;
+        project.matcher.setCentroid(signal.index, signal.centroid, signal.known.source !== "custom");
+        signal.added += 1;
         signal.annotated ||= event.source === "annotation";
-        links.push({ event, signal, vector, weight });
+        return { event, signal, vector, weight };
       });
       const touched = [...new Set(links.map((link) => link.signal))];
       const created = touched.filter((signal) => signal.created);
-      for (const signal of created) await insertSignal(tx, signal, links.find((link) => link.signal === signal)!.event);
-      const existing = await lockSignals(tx, touched.filter((signal) => !signal.created).map((signal) => signal.id));
-      const now = Date.now();
-      for (const row of existing) {
-        const signal = touched.find((candidate) => candidate.id === row.id)!;
-        const stored = fromBytes(row.centroid);
-        const centroid = stored && stored.length === signal.delta!.length ? stored : new Float32Array(signal.delta!.length);
-        const age = decay(now - (row.centroid_at?.getTime() ?? now));
-        for (let i = 0; i < centroid.length; i++) centroid[i] = centroid[i]! * age + signal.delta![i]!;
-        const added = links.filter((link) => link.signal === signal).length;
-        await tx`
-          UPDATE signals SET centroid = ${toBytes(centroid)}, centroid_at = now(),
-            member_count = member_count + ${added},
-            visible_at = coalesce(visible_at, CASE WHEN ${signal.annotated} OR member_count + ${added} >= ${discovery.visibleAtMembers} THEN now() END),
-            regressed_at = CASE WHEN resolved_at IS NOT NULL THEN now() ELSE regressed_at END,
-            resolved_at = NULL,
-            updated_at = now()
-          WHERE id = ${row.id}`;
-      }
+      const written = await insertSignals(tx, created);
       if (links.length) {
-        const members = links.map((link) => ({ score_id: link.event.score_id, signal_id: link.signal.id, weight: link.weight, embedding: toBytes(link.vector) }));
+        const members = links.map((link) => ({ score_id: link.event.score_id, signal_id: link.signal.known.id, weight: link.weight, embedding: toBytes(link.vector) }));
         await tx`INSERT INTO signal_members ${tx(members, "score_id", "signal_id", "weight", "embedding")}`;
         const scoreIds = links.map((link) => link.event.score_id);
         await tx`
           UPDATE scores SET signal_id = linked.signal_id, version = version + 1
-          FROM unnest(${tx.array(scoreIds)}::text[], ${tx.array(links.map((link) => link.signal.id))}::text[]) AS linked(score_id, signal_id)
+          FROM unnest(${tx.array(scoreIds)}::text[], ${tx.array(links.map((link) => link.signal.known.id))}::text[]) AS linked(score_id, signal_id)
           WHERE scores.id = linked.score_id AND scores.signal_id IS DISTINCT FROM linked.signal_id`;
         await tx`INSERT INTO score_copy_outbox (score_id) SELECT unnest(${tx.array(scoreIds)}::text[])`;
       }
       await tx`UPDATE failed_score_events SET consumed_at = now() WHERE id IN ${tx(events.map((event) => event.event_id))}`;
-      return { handled: events.length, created: created.map((signal) => signal.id) };
+      written.push(...(await addToCentroids(tx, touched.filter((signal) => !signal.created))));
+      return { handled: events.length, created: created.map((signal) => signal.known.id), written };
     });
+    // Committed: what this batch wrote is what the rows now hold.
+    for (const signal of batch.written) {
+      const project = this.known.get(signal.projectId) ?? new Map<string, KnownSignal>();
+      this.known.set(signal.projectId, project.set(signal.id, signal));
+    }
+    return batch;
+  }
+
+  /** Brings the known signals of these projects up to date: only rows another writer changed are read in full. */
+  private async refreshKnown(tx: Queryable, projectIds: string[]) {
+    if (projectIds.length === 0) return;
+    const rows = await tx<{ id: string; project_id: string; version: string }[]>`
+      SELECT id, project_id, xmin::text AS version FROM signals
+      WHERE project_id = ANY(${tx.array(projectIds)}::text[]) AND deleted_at IS NULL`;
+    const stale = rows.filter((row) => this.known.get(row.project_id)?.get(row.id)?.version !== row.version).map((row) => row.id);
+    const fresh = new Map<string, KnownSignal>();
+    if (stale.length) {
+      const changed = await tx<{ id: string; project_id: string; source: string; name: string; description: string; centroid: Buffer | null; centroid_at: Date | null; version: string }[]>`
+        SELECT id, project_id, source, name, description, centroid, centroid_at, xmin::text AS version FROM signals
+        WHERE id = ANY(${tx.array(stale)}::text[])`;
+      for (const row of changed) {
+        fresh.set(row.id, {
+          id: row.id,
+          projectId: row.project_id,
+          source: row.source,
+          version: row.version,
+          centroid: fromBytes(row.centroid),
+          centroidAt: row.centroid_at?.getTime() ?? Date.now(),
+          words: contentWords(`${row.name} ${row.description}`),
+        });
+      }
+    }
+    const byProject = Map.groupBy(rows, (row) => row.project_id);
+    for (const projectId of projectIds) {
+      const previous = this.known.get(projectId);
+      const current = new Map<string, KnownSignal>();
+      for (const { id } of byProject.get(projectId) ?? []) {
+        const signal = fresh.get(id) ?? previous?.get(id);
+        if (signal) current.set(id, signal);
+      }
+      this.known.set(projectId, current);
+    }
+  }
+
+  /** A project's known signals as this batch's candidates, with room for as many new ones as it has scores. */
+  private projectBatch(projectId: string, dimensions: number, scores: number): ProjectBatch {
+    const known = [...(this.known.get(projectId)?.values() ?? [])];
+    const project: ProjectBatch = { matcher: new CentroidMatcher(dimensions, known.length + scores), candidates: [], byId: new Map() };
+    for (const signal of known) {
+      const candidate = addCandidate(project, signal, null);
+      project.matcher.setCentroid(candidate.index, signal.centroid, signal.source !== "custom");
+    }
+    return project;
   }
 
   /** The signal a score joins: the one it names, the best match above the thresholds, or a new one. */
-  private choose(event: ClaimedEvent, vector: Float32Array, candidates: Map<string, Candidate[]>): Candidate {
-    const own = candidates.get(event.project_id) ?? [];
-    candidates.set(event.project_id, own);
-    if (event.signal_id) {
-      const named = own.find((signal) => signal.id === event.signal_id);
-      if (named) return named;
-    }
-    const words = [...new Set(contentWords(event.feedback))];
-    let best: Candidate | null = null;
-    let bestScore = -Infinity;
-    for (const signal of own) {
-      if (signal.source === "custom" || !signal.centroid) continue;
-      // Feedback vectors are unit length: the cosine is the dot product over the centroid's norm.
-      const similarity = calibratedSimilarity(this.embedder.mode, signal.norm > 0 && signal.centroid.length === vector.length ? dot(vector, signal.centroid) / signal.norm : 0);
-      const hybrid = 0.75 * similarity + 0.25 * textRank(words, signal.words);
-      if ((hybrid >= discovery.hybridThreshold || similarity >= discovery.cosineThreshold) && hybrid > bestScore) {
-        best = signal;
-        bestScore = hybrid;
-      }
-    }
-    if (best) return best;
-    const named = nameFromFeedback(event.feedback);
+  private choose(project: ProjectBatch, event: ClaimedEvent, vector: Float32Array): Candidate {
+    const named = event.signal_id ? project.byId.get(event.signal_id) : undefined;
+    if (named) return named;
+    const best = project.matcher.best(
+      vector,
+      [...new Set(contentWords(event.feedback))],
+      (cosine) => calibratedSimilarity(this.embedder.mode, cosine),
+      (similarity, hybrid) => hybrid >= discovery.hybridThreshold || similarity >= discovery.cosineThreshold,
+    );
+    if (best >= 0) return project.candidates[best]!;
+    const { name, description } = nameFromFeedback(event.feedback);
     const flagger = event.source === "annotation" && event.source_id === "SYSTEM";
-    const created: Candidate = {
+    const signal: KnownSignal = {
       id: newId(),
       projectId: event.project_id,
       source: flagger ? "flagger" : "annotation",
+      version: "",
       centroid: null,
-      norm: 0,
-      words: new Set(contentWords(`${named.name} ${named.description}`)),
-      delta: null,
-      members: 0,
-      annotated: false,
-      created: true,
-      ...named,
+      centroidAt: Date.now(),
+      words: contentWords(`${name} ${description}`),
     };
-    own.push(created);
-    return created;
-  }
-
-  private async loadCandidates(tx: Queryable, projectIds: string[]): Promise<Map<string, Candidate[]>> {
-    const byProject = new Map<string, Candidate[]>();
-    if (projectIds.length === 0) return byProject;
-    const rows = await tx<{ id: string; project_id: string; source: string; name: string; description: string; centroid: Buffer | null; member_count: number }[]>`
-      SELECT id, project_id, source, name, description, centroid, member_count FROM signals
-      WHERE project_id IN ${tx(projectIds)} AND deleted_at IS NULL`;
-    for (const row of rows) {
-      const list = byProject.get(row.project_id) ?? [];
-      list.push({
-        id: row.id,
-        projectId: row.project_id,
-        source: row.source,
-        centroid: fromBytes(row.centroid),
-        norm: row.centroid ? norm(fromBytes(row.centroid) ?? []) : 0,
-        words: new Set(contentWords(`${row.name} ${row.description}`)),
-        delta: null,
-        members: row.member_count,
-        annotated: false,
-        created: false,
-        name: row.name,
-        description: row.description,
-      });
-      byProject.set(row.project_id, list);
-    }
-    return byProject;
+    return Object.assign(addCandidate(project, signal, event), { created: true, name, description });
   }
 
   /** Names new signals with the configured model; without one they keep the name read off their feedback. */
@@ -331,10 +339,29 @@ export class SignalDiscovery {
   }
 }
 
+function addCandidate(project: ProjectBatch, known: KnownSignal, first: ClaimedEvent | null): Candidate {
+  const candidate: Candidate = {
+    known,
+    index: project.matcher.add(known.words),
+    created: false,
+    centroid: null,
+    delta: null,
+    added: 0,
+    annotated: false,
+    name: "",
+    description: "",
+    first,
+  };
+  project.candidates.push(candidate);
+  project.byId.set(known.id, candidate);
+  return candidate;
+}
+
+/** Locks signals for a centroid change. NO KEY UPDATE: members referencing them can still be inserted meanwhile. */
 async function lockSignals(tx: Queryable, ids: string[]) {
   if (ids.length === 0) return [];
   return tx<{ id: string; centroid: Buffer | null; centroid_at: Date | null }[]>`
-    SELECT id, centroid, centroid_at FROM signals WHERE id IN ${tx(ids)} ORDER BY id FOR UPDATE`;
+    SELECT id, centroid, centroid_at FROM signals WHERE id IN ${tx(ids)} ORDER BY id FOR NO KEY UPDATE`;
 }
 
 /** A slug from the name, unique among the project's signals (the id's tail added when taken). */
@@ -345,15 +372,100 @@ export async function signalSlug(tx: Queryable, projectId: string, name: string,
   return taken!.taken ? `${base}-${id.slice(-6)}` : base;
 }
 
-async function insertSignal(tx: Queryable, signal: Candidate, first: ClaimedEvent) {
-  const slug = await signalSlug(tx, signal.projectId, signal.name, signal.id);
-  const visible = signal.annotated || signal.members >= discovery.visibleAtMembers;
-  const insert = (slug: string) => tx`
-    INSERT INTO signals (id, organization_id, project_id, slug, name, description, source, visible_at, member_count, centroid, centroid_at)
-    VALUES (${signal.id}, ${first.organization_id}, ${signal.projectId}, ${slug}, ${signal.name}, ${signal.description}, ${signal.source},
-      ${visible ? new Date() : null}, ${signal.members}, ${toBytes(signal.delta!)}, now())
+/** Inserts a batch's new signals in one statement; returns them as stored. */
+async function insertSignals(tx: Queryable, created: Candidate[]): Promise<KnownSignal[]> {
+  if (created.length === 0) return [];
+  const bases = created.map((signal) => slugify(signal.name, "signal"));
+  const taken = await tx<{ project_id: string; slug: string }[]>`
+    SELECT project_id, slug FROM signals
+    WHERE project_id = ANY(${tx.array([...new Set(created.map((signal) => signal.known.projectId))])}::text[])
+      AND slug = ANY(${tx.array(bases)}::text[]) AND deleted_at IS NULL`;
+  const used = new Set(taken.map((row) => `${row.project_id}\u0000${row.slug}`));
+  const withTail = (signal: Candidate, base: string) => `${base}-${signal.known.id.slice(-6)}`;
+  const now = new Date();
+  const rows = created.map((signal, index) => {
+    const key = (slug: string) => `${signal.known.projectId}\u0000${slug}`;
+    const slug = used.has(key(bases[index]!)) ? withTail(signal, bases[index]!) : bases[index]!;
+    used.add(key(slug));
+    return {
+      id: signal.known.id,
+      organization_id: signal.first!.organization_id,
+      project_id: signal.known.projectId,
+      slug,
+      name: signal.name,
+      description: signal.description,
+      source: signal.known.source,
+      visible_at: signal.annotated || signal.added >= discovery.visibleAtMembers ? now : null,
+      member_count: signal.added,
+      centroid: toBytes(signal.delta!),
+      centroid_at: now,
+    };
+  });
+  const insert = (batch: typeof rows) => tx<{ id: string; version: string }[]>`
+    INSERT INTO signals ${tx(batch, "id", "organization_id", "project_id", "slug", "name", "description", "source", "visible_at", "member_count", "centroid", "centroid_at")}
     ON CONFLICT (project_id, slug) WHERE deleted_at IS NULL DO NOTHING
-    RETURNING id`;
-  // Another process may have named a signal alike since the slug was chosen: the id's tail tells them apart.
-  if ((await insert(slug)).length === 0) await insert(`${slug}-${signal.id.slice(-6)}`);
+    RETURNING id, xmin::text AS version`;
+  const inserted = await insert(rows);
+  if (inserted.length < rows.length) {
+    // Another process may have named a signal alike since the slugs were chosen: the id's tail tells them apart.
+    const done = new Set(inserted.map((row) => row.id));
+    const retry = rows.flatMap((row, index) => (done.has(row.id) ? [] : [{ ...row, slug: withTail(created[index]!, bases[index]!) }]));
+    inserted.push(...(await insert(retry)));
+  }
+  const versions = new Map(inserted.map((row) => [row.id, row.version]));
+  return created.map((signal) => ({ ...signal.known, version: versions.get(signal.known.id) ?? "", centroid: signal.delta, centroidAt: now.getTime() }));
+}
+
+/**
+ * Adds a batch's deltas to existing signals' centroids in one statement, after locking them in id
+ * order. A centroid is re-read only when another writer changed the row since this process saw it.
+ */
+async function addToCentroids(tx: Queryable, signals: Candidate[]): Promise<KnownSignal[]> {
+  if (signals.length === 0) return [];
+  const byId = new Map(signals.map((signal) => [signal.known.id, signal]));
+  const locked = await tx<{ id: string; version: string }[]>`
+    SELECT id, xmin::text AS version FROM signals WHERE id = ANY(${tx.array([...byId.keys()])}::text[]) ORDER BY id FOR NO KEY UPDATE`;
+  const changed = locked.filter((row) => byId.get(row.id)!.known.version !== row.version).map((row) => row.id);
+  const reread = new Map(
+    changed.length
+      ? (
+          await tx<{ id: string; centroid: Buffer | null; centroid_at: Date | null }[]>`
+            SELECT id, centroid, centroid_at FROM signals WHERE id = ANY(${tx.array(changed)}::text[])`
+        ).map((row) => [row.id, row])
+      : [],
+  );
+  const now = Date.now();
+  const updates = locked.map(({ id }) => {
+    const signal = byId.get(id)!;
+    const row = reread.get(id);
+    const stored = row ? fromBytes(row.centroid) : signal.known.centroid;
+    const storedAt = row ? (row.centroid_at?.getTime() ?? now) : signal.known.centroidAt;
+    const delta = signal.delta!;
+    const centroid = new Float32Array(delta);
+    if (stored?.length === delta.length) {
+      const age = decay(now - storedAt);
+      for (let i = 0; i < centroid.length; i++) centroid[i]! += stored[i]! * age;
+    }
+    return { signal, centroid };
+  });
+  const rows = await tx<{ id: string; version: string; centroid_at: Date }[]>`
+    UPDATE signals SET centroid = decode(u.centroid, 'base64'), centroid_at = now(),
+      member_count = signals.member_count + u.added,
+      visible_at = coalesce(signals.visible_at, CASE WHEN u.annotated OR signals.member_count + u.added >= ${discovery.visibleAtMembers} THEN now() END),
+      regressed_at = CASE WHEN signals.resolved_at IS NOT NULL THEN now() ELSE signals.regressed_at END,
+      resolved_at = NULL,
+      updated_at = now()
+    FROM unnest(
+      ${tx.array(updates.map(({ signal }) => signal.known.id))}::text[],
+      ${tx.array(updates.map(({ centroid }) => toBytes(centroid).toString("base64")))}::text[],
+      ${tx.array(updates.map(({ signal }) => signal.added))}::int[],
+      ${tx.array(updates.map(({ signal }) => signal.annotated))}::boolean[]
+    ) AS u(id, centroid, added, annotated)
+    WHERE signals.id = u.id
+    RETURNING signals.id, signals.xmin::text AS version, signals.centroid_at`;
+  const written = new Map(rows.map((row) => [row.id, row]));
+  return updates.flatMap(({ signal, centroid }) => {
+    const row = written.get(signal.known.id);
+    return row ? [{ ...signal.known, version: row.version, centroid, centroidAt: row.centroid_at.getTime() }] : [];
+  });
 }

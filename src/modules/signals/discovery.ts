@@ -212,8 +212,12 @@ export class SignalDiscovery {
       const created = touched.filter((signal) => signal.created);
       const written = await insertSignals(tx, created);
       if (links.length) {
-        const members = links.map((link) => ({ score_id: link.event.score_id, signal_id: link.signal.known.id, weight: link.weight, embedding: toBytes(link.vector) }));
-        await tx`INSERT INTO signal_members ${tx(members, "score_id", "signal_id", "weight", "embedding")}`;
+        await tx`
+          INSERT INTO signal_members (score_id, signal_id, weight, embedding)
+          SELECT score_id, signal_id, weight, decode(embedding, 'base64')
+          FROM unnest(${tx.array(links.map((link) => link.event.score_id))}::text[], ${tx.array(links.map((link) => link.signal.known.id))}::text[],
+            ${tx.array(links.map((link) => link.weight))}::real[], ${tx.array(links.map((link) => toBytes(link.vector).toString("base64")))}::text[])
+            AS member(score_id, signal_id, weight, embedding)`;
         const scoreIds = links.map((link) => link.event.score_id);
         await tx`
           UPDATE scores SET signal_id = linked.signal_id, version = version + 1

@@ -42,26 +42,23 @@ export interface TraceFacts {
   metrics: TraceMetrics;
 }
 
-/** The span columns detectors read, as the facts query returns them. */
-export interface SpanRow {
-  operation: string;
-  status_code: string;
-  tool_name: string;
-  tool_call_id: string;
-  tool_output: string;
+/** What detectors read of a trace's spans, one row per trace as the facts query returns it. */
+interface TraceSpansRow {
+  trace_id: string;
   finish_reasons: string[];
-  is_usage_wrapper: boolean;
-  start_ms: number;
-  end_ms: number;
-  cost_total_microcents: string;
-  tokens_input: string;
-  tokens_output: string;
-  tokens_cache_read: string;
-  tokens_cache_create: string;
-  span_id: string;
+  /** execute_tool spans in time order: [tool_call_id, tool_name, status_code, tool_output]. */
+  tools: [string, string, string, string][];
   system_instructions: string;
   input_messages: string;
   output_messages: string;
+  duration_ms: number;
+  cost: number;
+  tokens_input: number;
+  tokens_output: number;
+  tokens_cache_read: number;
+  tokens_cache_create: number;
+  error_count: number;
+  span_count: number;
 }
 
 export type MessagePart = Record<string, unknown> & { type?: string };
@@ -89,23 +86,24 @@ export async function loadTraceFacts(ch: ClickHouseStore, organizationId: string
 }
 
 /**
- * Facts of several traces of a project in two queries (their roll-ups, then their spans, with message
- * columns only for each trace's last LLM span), so detectors cost little per trace. Traces not stored
- * are left out.
+ * Facts of several traces of a project in two reads (their roll-ups, then their spans bounded by the
+ * traces' time range, with message columns only for each trace's last LLM span), so detectors cost
+ * little per trace: callers pass every trace of a tick at once, since a read of the range costs about
+ * the same for a few traces as for all of them. Traces not stored are left out.
  */
 export async function loadTracesFacts(ch: ClickHouseStore, organizationId: string, projectId: string, traceIds: string[]): Promise<TraceFacts[]> {
   if (traceIds.length === 0) return [];
-  const rollups = await ch.client.query({
-    query: `
+  const rollups = await ch.read<{ trace_id: string; session_id: string | null; last_llm_span_id: string; start_time: string; end_time: string }>(
+    organizationId,
+    `
       SELECT trace_id, any(session_id) AS session_id, argMaxMerge(last_llm_span_id) AS last_llm_span_id,
         toString(min(start_time)) AS start_time, toString(max(end_time)) AS end_time
       FROM ${ch.database}.traces
       WHERE organization_id = {organizationId:String} AND project_id = {projectId:String} AND trace_id IN {traceIds:Array(String)}
       GROUP BY trace_id`,
-    query_params: { organizationId, projectId, traceIds },
-    format: "JSONEachRow",
-  });
-  const traces = (await rollups.json<{ trace_id: string; session_id: string | null; last_llm_span_id: string; start_time: string; end_time: string }>()).map(
+    { organizationId, projectId, traceIds },
+  );
+  const traces = rollups.map(
     (row): ScoredTrace => ({
       traceId: row.trace_id,
       sessionId: row.session_id && row.session_id.length <= maxSessionIdLength ? row.session_id : null,
@@ -115,19 +113,31 @@ export async function loadTracesFacts(ch: ClickHouseStore, organizationId: strin
     }),
   );
   if (traces.length === 0) return [];
-  const result = await ch.client.query({
-    query: `
-      SELECT trace_id, span_id, operation, status_code, tool_name, tool_call_id, tool_output, finish_reasons, is_usage_wrapper,
-        toUnixTimestamp64Milli(start_time) AS start_ms, toUnixTimestamp64Milli(end_time) AS end_ms,
-        cost_total_microcents, tokens_input, tokens_output, tokens_cache_read, tokens_cache_create,
-        if(has({lastLlm:Array(String)}, span_id), system_instructions, '') AS system_instructions,
-        if(has({lastLlm:Array(String)}, span_id), input_messages, '') AS input_messages,
-        if(has({lastLlm:Array(String)}, span_id), output_messages, '') AS output_messages
+  // One row per trace, aggregated where the spans are: the messages of its last LLM span only (`IN` is a
+  // set lookup per span), its tool spans, and the sums of its metrics.
+  const rows = await ch.read<TraceSpansRow>(
+    organizationId,
+    `
+      SELECT trace_id,
+        arrayFlatten(arrayMap(span -> span.2, arraySort(groupArray((start_time, finish_reasons))))) AS finish_reasons,
+        arrayMap(tool -> [tool.2, tool.3, tool.4, tool.5],
+          arraySort(groupArrayIf((start_time, tool_call_id, toString(tool_name), toString(status_code), tool_output), operation = 'execute_tool'))) AS tools,
+        anyIf(system_instructions, span_id IN {lastLlm:Array(String)}) AS system_instructions,
+        anyIf(input_messages, span_id IN {lastLlm:Array(String)}) AS input_messages,
+        anyIf(output_messages, span_id IN {lastLlm:Array(String)}) AS output_messages,
+        max(toUnixTimestamp64Milli(end_time)) - min(toUnixTimestamp64Milli(start_time)) AS duration_ms,
+        sumIf(cost_total_microcents, NOT is_usage_wrapper) AS cost,
+        sumIf(tokens_input, NOT is_usage_wrapper) AS tokens_input,
+        sumIf(tokens_output, NOT is_usage_wrapper) AS tokens_output,
+        sumIf(tokens_cache_read, NOT is_usage_wrapper) AS tokens_cache_read,
+        sumIf(tokens_cache_create, NOT is_usage_wrapper) AS tokens_cache_create,
+        countIf(status_code = 'error') AS error_count,
+        count() AS span_count
       FROM ${ch.database}.spans FINAL
       WHERE organization_id = {organizationId:String} AND project_id = {projectId:String}
         AND start_time BETWEEN {from:DateTime64(9, 'UTC')} AND {to:DateTime64(9, 'UTC')} AND trace_id IN {traceIds:Array(String)}
-      ORDER BY start_time`,
-    query_params: {
+      GROUP BY trace_id`,
+    {
       organizationId,
       projectId,
       traceIds: traces.map((trace) => trace.traceId),
@@ -135,16 +145,14 @@ export async function loadTracesFacts(ch: ClickHouseStore, organizationId: strin
       from: traces.map((trace) => trace.startTime).sort()[0],
       to: traces.map((trace) => trace.endTime).sort().at(-1),
     },
-    format: "JSONEachRow",
-  });
-  const spans = Map.groupBy(await result.json<SpanRow & { trace_id: string }>(), (span) => span.trace_id);
-  return traces.map((trace) => factsFromSpans(organizationId, projectId, trace, spans.get(trace.traceId) ?? []));
+  );
+  const byTrace = new Map(rows.map((row) => [row.trace_id, row]));
+  return traces.map((trace) => factsOf(organizationId, projectId, trace, byTrace.get(trace.traceId) ?? null));
 }
 
-/** Builds a trace's facts from its spans (time order); the last LLM span carries the messages. */
-export function factsFromSpans(organizationId: string, projectId: string, trace: ScoredTrace, spans: SpanRow[]): TraceFacts {
-  const last = spans.find((span) => span.span_id === trace.lastLlmSpanId) ?? null;
-  const conversation = conversationOf(last);
+/** Builds a trace's facts from its spans' row; the last LLM span's messages are its conversation. */
+function factsOf(organizationId: string, projectId: string, trace: ScoredTrace, row: TraceSpansRow | null): TraceFacts {
+  const conversation = row && trace.lastLlmSpanId ? conversationOf(row) : [];
   const toolCalls: ToolCall[] = [];
   const toolResults: ToolResult[] = [];
   conversation.forEach((message, messageIndex) => {
@@ -154,15 +162,12 @@ export function factsFromSpans(organizationId: string, projectId: string, trace:
     }
   });
   // Tool executions recorded as spans count as results too (status error is a failed one).
-  for (const span of spans) {
-    if (span.operation !== "execute_tool") continue;
-    const response = span.status_code === "error" ? { error: span.tool_output || "tool span failed" } : parseJson(span.tool_output);
-    if (!toolResults.some((known) => known.id && known.id === span.tool_call_id)) {
-      toolResults.push({ id: span.tool_call_id || null, name: span.tool_name || null, response, messageIndex: null });
+  for (const [toolCallId, toolName, statusCode, toolOutput] of row?.tools ?? []) {
+    const response = statusCode === "error" ? { error: toolOutput || "tool span failed" } : parseJson(toolOutput);
+    if (!toolResults.some((known) => known.id && known.id === toolCallId)) {
+      toolResults.push({ id: toolCallId || null, name: toolName || null, response, messageIndex: null });
     }
   }
-  const counted = spans.filter((span) => !span.is_usage_wrapper);
-  const sum = (pick: (span: SpanRow) => string) => counted.reduce((total, span) => total + Number(pick(span)), 0);
   return {
     organizationId,
     projectId,
@@ -170,16 +175,16 @@ export function factsFromSpans(organizationId: string, projectId: string, trace:
     conversation,
     toolCalls,
     toolResults,
-    finishReasons: spans.flatMap((span) => span.finish_reasons),
+    finishReasons: row?.finish_reasons ?? [],
     metrics: {
-      durationMs: spans.length ? Math.max(...spans.map((span) => Number(span.end_ms))) - Math.min(...spans.map((span) => Number(span.start_ms))) : 0,
-      cost: sum((span) => span.cost_total_microcents),
-      tokensInput: sum((span) => span.tokens_input),
-      tokensOutput: sum((span) => span.tokens_output),
-      tokensCacheRead: sum((span) => span.tokens_cache_read),
-      tokensCacheCreate: sum((span) => span.tokens_cache_create),
-      errorCount: spans.filter((span) => span.status_code === "error").length,
-      spanCount: spans.length,
+      durationMs: Number(row?.duration_ms ?? 0),
+      cost: Number(row?.cost ?? 0),
+      tokensInput: Number(row?.tokens_input ?? 0),
+      tokensOutput: Number(row?.tokens_output ?? 0),
+      tokensCacheRead: Number(row?.tokens_cache_read ?? 0),
+      tokensCacheCreate: Number(row?.tokens_cache_create ?? 0),
+      errorCount: Number(row?.error_count ?? 0),
+      spanCount: Number(row?.span_count ?? 0),
     },
   };
 }

@@ -234,4 +234,25 @@ describe("alignment", () => {
     const [after] = (await client.signals.get(slug, signal.slug)).evaluations;
     expect(after!.alignment).toEqual(alignmentMetrics({ tp: 1, fp: 1, tn: 1, fn: 0 }));
   });
+
+  test("writing either side of a pair updates the alignment read through the client at once, without the job", async () => {
+    const signal = await client.signals.create(slug, { name: "invalid json realigned", description: "x", evaluation: rule([{ type: "json_output", expectation: "invalid" }]) as never });
+    const ids = await traces();
+    const alignment = async () => (await client.signals.get(slug, signal.slug)).evaluations[0]!.alignment;
+    // Verdicts on A and B first (A fails, B passes); no human annotation yet, so no pair.
+    await detectors.runTrace(tenant.organizationId, tenant.projectId, ids.A);
+    await detectors.runTrace(tenant.organizationId, tenant.projectId, ids.B);
+    const human = (traceId: string, passed: boolean) => client.annotations.create(slug, { value: passed ? 1 : 0, passed, feedback: "reviewed", trace: { by: "id", id: traceId } } as never);
+    // An annotation on A (failed): a true positive, visible as soon as the write returns.
+    const onA = await human(ids.A, false);
+    expect(await alignment()).toEqual(alignmentMetrics({ tp: 1, fp: 0, tn: 0, fn: 0 }));
+    // The reviewer changes their mind on A: a false positive.
+    await client.annotations.update(slug, onA.id, { passed: true, value: 1 } as never);
+    expect(await alignment()).toEqual(alignmentMetrics({ tp: 0, fp: 1, tn: 0, fn: 0 }));
+    // The other side: C is annotated first, then the evaluation's verdict on it (fails, human passed) lands.
+    await human(ids.C, true);
+    expect(await alignment()).toEqual(alignmentMetrics({ tp: 0, fp: 1, tn: 0, fn: 0 }));
+    await detectors.runTrace(tenant.organizationId, tenant.projectId, ids.C);
+    expect(await alignment()).toEqual(alignmentMetrics({ tp: 0, fp: 2, tn: 0, fn: 0 }));
+  });
 });

@@ -114,7 +114,8 @@ export interface TracePageKey {
 export class ScoreStore {
   constructor(
     private sql: Sql,
-    private onCommitted: () => void,
+    /** Told of each committed write; awaited before the write resolves, so what it updates is visible then. */
+    private onCommitted: (score: ScoreRecord) => Promise<void>,
   ) {}
 
   async insert(score: NewScore): Promise<ScoreRecord> {
@@ -205,7 +206,7 @@ export class ScoreStore {
       }
       return changed;
     });
-    if (row) this.onCommitted();
+    if (row) await this.onCommitted(toRecord(row));
     return row as Row;
   }
 }

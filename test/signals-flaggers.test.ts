@@ -172,5 +172,13 @@ describe("on quiet traces", () => {
     await signalsRuntime(own.ctx).discovery.drain();
     const signals = await client.signals.list(slug);
     expect(signals.items.map((signal) => signal.source)).toEqual(["flagger", "flagger"]);
+    // Each flagger signal says which Agent Score dimension its flagger's annotations inform.
+    const evidence = Object.fromEntries(signals.items.map((signal) => [signal.name.match(/^\[([a-z-]+)\]/)?.[1], signal.scoreEvidence]));
+    expect(evidence).toEqual({
+      frustration: [{ scoreDimension: "outcome", role: "taskOutcome" }],
+      "output-schema-validation": [{ scoreDimension: "reliability", role: "completionOutcome" }],
+    });
+    const detail = await client.signals.get(slug, signals.items[0]!.slug);
+    expect(detail.scoreEvidence).toEqual(signals.items[0]!.scoreEvidence);
   });
 });

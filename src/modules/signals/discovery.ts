@@ -78,6 +78,8 @@ interface Candidate {
   delta: Float32Array | null;
   added: number;
   annotated: boolean;
+  /** Flaggers whose annotations this batch links to it. */
+  flaggers: Set<string>;
   name: string;
   description: string;
   first: ClaimedEvent | null;
@@ -206,6 +208,8 @@ export class SignalDiscovery {
         project.matcher.setCentroid(signal.index, signal.centroid, signal.known.source !== "custom");
         signal.added += 1;
         signal.annotated ||= event.source === "annotation";
+        const flagger = event.source === "annotation" && event.source_id === "SYSTEM" ? event.metadata.flagger : undefined;
+        if (typeof flagger === "string") signal.flaggers.add(flagger);
         return { event, signal, vector, weight };
       });
       const touched = [...new Set(links.map((link) => link.signal))];
@@ -352,6 +356,7 @@ function addCandidate(project: ProjectBatch, known: KnownSignal, first: ClaimedE
     delta: null,
     added: 0,
     annotated: false,
+    flaggers: new Set(),
     name: "",
     description: "",
     first,
@@ -403,10 +408,11 @@ async function insertSignals(tx: Queryable, created: Candidate[]): Promise<Known
       member_count: signal.added,
       centroid: toBytes(signal.delta!),
       centroid_at: now,
+      flaggers: [...signal.flaggers].sort(),
     };
   });
   const insert = (batch: typeof rows) => tx<{ id: string; version: string }[]>`
-    INSERT INTO signals ${tx(batch, "id", "organization_id", "project_id", "slug", "name", "description", "source", "visible_at", "member_count", "centroid", "centroid_at")}
+    INSERT INTO signals ${tx(batch, "id", "organization_id", "project_id", "slug", "name", "description", "source", "visible_at", "member_count", "centroid", "centroid_at", "flaggers")}
     ON CONFLICT (project_id, slug) WHERE deleted_at IS NULL DO NOTHING
     RETURNING id, xmin::text AS version`;
   const inserted = await insert(rows);
@@ -458,13 +464,16 @@ async function addToCentroids(tx: Queryable, signals: Candidate[]): Promise<Know
       visible_at = coalesce(signals.visible_at, CASE WHEN u.annotated OR signals.member_count + u.added >= ${discovery.visibleAtMembers} THEN now() END),
       regressed_at = CASE WHEN signals.resolved_at IS NOT NULL THEN now() ELSE signals.regressed_at END,
       resolved_at = NULL,
+      flaggers = CASE WHEN u.flaggers = '' THEN signals.flaggers
+        ELSE ARRAY(SELECT DISTINCT flagger FROM unnest(signals.flaggers || string_to_array(u.flaggers, ',')) AS flagger ORDER BY flagger) END,
       updated_at = now()
     FROM unnest(
       ${tx.array(updates.map(({ signal }) => signal.known.id))}::text[],
       ${tx.array(updates.map(({ centroid }) => toBytes(centroid).toString("base64")))}::text[],
       ${tx.array(updates.map(({ signal }) => signal.added))}::int[],
-      ${tx.array(updates.map(({ signal }) => signal.annotated))}::boolean[]
-    ) AS u(id, centroid, added, annotated)
+      ${tx.array(updates.map(({ signal }) => signal.annotated))}::boolean[],
+      ${tx.array(updates.map(({ signal }) => [...signal.flaggers].join(",")))}::text[]
+    ) AS u(id, centroid, added, annotated, flaggers)
     WHERE signals.id = u.id
     RETURNING signals.id, signals.xmin::text AS version, signals.centroid_at`;
   const written = new Map(rows.map((row) => [row.id, row]));

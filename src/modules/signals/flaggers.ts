@@ -1,5 +1,6 @@
 import { findEntities } from "../../ingest/redact";
 import type { FlaggerSlug } from "../projects/model";
+import type { ScoreEvidence } from "./model";
 import { isFailedToolResult, messageText, partsOf, type TraceFacts } from "./trace-facts";
 
 export type FlaggerOutcome = "matched" | "ambiguous" | "no-match";
@@ -33,6 +34,36 @@ export const flaggerCriteria: Record<FlaggerSlug, string> = {
   "empty-response": "The agent's final answer is empty.",
   "low-cache-hit-rate": "The trace re-sent a large prompt without using the prompt cache.",
 };
+
+/**
+ * The evidence each flagger's annotations give. Signals of human annotations and custom signals
+ * carry none (diagnostic only): what a person or a custom rule meant is not known from the slug.
+ */
+export const flaggerEvidence: Record<FlaggerSlug, ScoreEvidence[]> = {
+  frustration: [{ scoreDimension: "outcome", role: "taskOutcome" }],
+  nsfw: [{ scoreDimension: "safety", role: "confirmedHarm" }],
+  refusal: [{ scoreDimension: "outcome", role: "taskOutcome" }],
+  laziness: [{ scoreDimension: "outcome", role: "taskOutcome" }],
+  jailbreaking: [{ scoreDimension: "safety", role: "exposure" }],
+  forgetting: [{ scoreDimension: "outcome", role: "taskOutcome" }],
+  trashing: [
+    { scoreDimension: "speed", role: "criticalPathEfficiency" },
+    { scoreDimension: "cost", role: "spendEfficiency" },
+  ],
+  bluffing: [{ scoreDimension: "outcome", role: "taskOutcome" }],
+  "pii-leakage": [{ scoreDimension: "safety", role: "exposure" }],
+  incompletion: [{ scoreDimension: "reliability", role: "completionOutcome" }],
+  "tool-call-errors": [{ scoreDimension: "reliability", role: "operationalIncident" }],
+  "output-schema-validation": [{ scoreDimension: "reliability", role: "completionOutcome" }],
+  "empty-response": [{ scoreDimension: "reliability", role: "completionOutcome" }],
+  "low-cache-hit-rate": [{ scoreDimension: "cost", role: "spendEfficiency" }],
+};
+
+/** A signal's evidence: the distinct pairs of the flaggers whose annotations it holds. */
+export function scoreEvidenceOf(flaggers: readonly string[]): ScoreEvidence[] {
+  const pairs = flaggers.flatMap((slug) => (Object.hasOwn(flaggerEvidence, slug) ? flaggerEvidence[slug as FlaggerSlug] : []));
+  return [...new Map(pairs.map((pair) => [`${pair.scoreDimension}:${pair.role}`, pair])).values()];
+}
 
 /** Below this share of cached input tokens a big enough trace is flagged. */
 export const cacheHitRateThreshold = 0.2;

@@ -14,7 +14,15 @@ export const SessionParams = t.Object({ projectSlug: t.String(), sessionId: t.St
 export const SessionSignalParams = t.Object({ projectSlug: t.String(), sessionId: t.String({ minLength: 1, maxLength: 128 }), signalSlug: t.String() });
 export const UserParams = t.Object({ projectSlug: t.String(), userId: t.String({ minLength: 1 }) });
 
-const ScoreEvidence = t.Object({ scoreDimension: t.String(), role: t.String() });
+/** An Agent Score dimension a signal informs and how (the SDK's `SignalScoreEvidence`). */
+export const ScoreEvidence = t.Union([
+  t.Object({ scoreDimension: t.Literal("outcome"), role: t.Literal("taskOutcome") }),
+  t.Object({ scoreDimension: t.Literal("reliability"), role: t.UnionEnum(["completionOutcome", "operationalIncident"]) }),
+  t.Object({ scoreDimension: t.Literal("cost"), role: t.Literal("spendEfficiency") }),
+  t.Object({ scoreDimension: t.Literal("speed"), role: t.Literal("criticalPathEfficiency") }),
+  t.Object({ scoreDimension: t.Literal("safety"), role: t.UnionEnum(["confirmedHarm", "exposure"]) }),
+]);
+export type ScoreEvidence = Static<typeof ScoreEvidence>;
 const TrendBucket = t.Object({ bucket: t.String({ description: "UTC day, YYYY-MM-DD" }), count: t.Integer() });
 
 const signalCore = {

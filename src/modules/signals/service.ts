@@ -9,6 +9,7 @@ import { TraceSearch } from "../traces/search";
 import type { Trace } from "../traces/model";
 import { alignmentMetrics } from "./alignment";
 import { contentWords } from "./embedding";
+import { scoreEvidenceOf } from "./flaggers";
 import type { Evaluation, ListSignalsQuery, SessionSignal, Signal, SignalDetail, UpdateSignalBody } from "./model";
 import { signalStates, stateRank } from "./states";
 
@@ -31,6 +32,7 @@ export interface SignalRow {
   regressed_at: Date | null;
   escalating_since: Date | null;
   keep_monitoring: boolean;
+  flaggers: string[];
   feedback: { value: number; passed: boolean; feedback: string } | null;
   created_at: Date;
   updated_at: Date;
@@ -68,7 +70,7 @@ function lifecycleFields(row: SignalRow) {
     name: row.name,
     description: row.description,
     source: row.source,
-    scoreEvidence: [],
+    scoreEvidence: scoreEvidenceOf(row.flaggers),
     states: signalStates(row),
     resolvedAt: iso(row.resolved_at),
     ignoredAt: iso(row.ignored_at),

@@ -120,14 +120,20 @@ describe("on quiet traces", () => {
   let provider: FakeProvider;
   let detectors: TraceDetectors;
   let client: Awaited<ReturnType<typeof bootstrapAccount>>["client"];
+  let apiKey: string;
   let slug: string;
   let ownTenant: { organizationId: string; projectId: string };
 
   beforeAll(async () => {
-    provider = startFakeProvider((prompt) => (prompt.includes("frustration") && prompt.includes("useless") ? { failed: true, reason: "The user calls the agent useless" } : { failed: false, reason: "fine" }));
+    provider = startFakeProvider((prompt) =>
+      (prompt.includes("frustration") && prompt.includes("useless")) || (prompt.includes("navy blue") && (prompt.includes("forgets or contradicts") || prompt.includes("states facts or results")))
+        ? { failed: true, reason: "The user calls the agent useless, or the agent lost the colour" }
+        : { failed: false, reason: "fine" },
+    );
     own = await startTestVigil({ OPENAI_BASE_URL: provider.url, SIGNALS_JUDGE_MODEL: "judge-model" });
     const created = await bootstrapAccount(own.url);
     client = created.client;
+    apiKey = created.account.apiKey;
     slug = created.account.projectSlug;
     const project = await client.projects.get(slug);
     ownTenant = { organizationId: project.organizationId, projectId: project.id };
@@ -180,5 +186,29 @@ describe("on quiet traces", () => {
     });
     const detail = await client.signals.get(slug, signals.items[0]!.slug);
     expect(detail.scoreEvidence).toEqual(signals.items[0]!.scoreEvidence);
+  });
+
+  test("each flagger's sampling percentage of the project decides which no-match traces the judge reviews", async () => {
+    // The client sends booleans; the {enabled, sampling} form of the same map sets the percentage.
+    const patch = (flaggers: unknown) =>
+      fetch(`${own.url}/v1/projects/${slug}`, {
+        method: "PATCH",
+        headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+        body: JSON.stringify({ flaggers }),
+      });
+    const updated = await patch({ forgetting: { sampling: 100 }, bluffing: { sampling: 0 }, incompletion: { enabled: false }, laziness: true });
+    expect(updated.status).toBe(200);
+    expect((await updated.json()).flaggers).toMatchObject({ forgetting: true, bluffing: true, incompletion: false, laziness: true });
+    expect((await patch({ forgetting: { sampling: 101 } })).status).toBe(400);
+    expect((await client.projects.get(slug)).flaggers).toMatchObject({ forgetting: true, incompletion: false });
+    const { traceId } = await insertScoredTrace(own.ctx, {
+      ...ownTenant,
+      input: [text("user", "My favourite colour is navy blue. Which colour do I like?")],
+      output: [text("assistant", "You like red.")],
+    });
+    await detectors.runTrace(ownTenant.organizationId, ownTenant.projectId, traceId);
+    // The judge says both forgetting and bluffing failed; only forgetting (100%) asked it, bluffing (0%) never does.
+    const flagged = (await flags(traceId)).map((flag) => flag.metadata.flagger).sort();
+    expect(flagged).toEqual(["forgetting"]);
   });
 });

@@ -101,9 +101,21 @@ const ProjectName = t.String({ minLength: 1, maxLength: 256 });
 
 export const CreateProjectBody = t.Object({ name: ProjectName }, closed);
 
+/** A flagger's switch and, beyond the client's boolean, the share of its no-match traces the LLM judge reviews. */
+const FlaggerPatch = t.Union([
+  t.Boolean(),
+  t.Object(
+    {
+      enabled: t.Optional(t.Boolean()),
+      sampling: t.Optional(t.Integer({ minimum: 0, maximum: 100, description: "Percent of no-match traces sent to the LLM judge (default 10)." })),
+    },
+    closed,
+  ),
+]);
+
 export const FlaggersPatch = t.Object(
-  perFlagger(() => t.Optional(t.Boolean())),
-  { ...closed, description: "Flagger slug → enabled. Omitted slugs are left as they are." },
+  perFlagger(() => t.Optional(FlaggerPatch)),
+  { ...closed, description: "Flagger slug → enabled, or {enabled?, sampling?}. Omitted slugs are left as they are." },
 );
 export type FlaggersPatch = Static<typeof FlaggersPatch>;
 

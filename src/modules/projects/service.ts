@@ -130,6 +130,16 @@ interface IngestCaches {
   ingest: { forgetProjects(organizationId: string): void };
 }
 
+/** One field of each flagger's patch (a bare boolean is `enabled`), for slugs that set it. */
+function flaggerSwitches(patch: FlaggersPatch | undefined, field: "enabled" | "sampling"): Record<string, boolean | number> {
+  return Object.fromEntries(
+    Object.entries(patch ?? {}).flatMap(([slug, value]) => {
+      const set = typeof value === "boolean" ? { enabled: value } : (value ?? {});
+      return set[field] === undefined ? [] : [[slug, set[field]]];
+    }),
+  );
+}
+
 export class ProjectsService {
   constructor(
     private sql: Sql,
@@ -178,7 +188,8 @@ export class ProjectsService {
           UPDATE projects SET
             name = ${name ?? current.name},
             settings = ${mergedSettings ? tx.json(mergedSettings) : null},
-            flaggers = flaggers || ${tx.json(flaggers ?? {})},
+            flaggers = flaggers || ${tx.json(flaggerSwitches(flaggers, "enabled"))},
+            flagger_sampling = flagger_sampling || ${tx.json(flaggerSwitches(flaggers, "sampling"))},
             last_edited_at = ${edited ? tx`now()` : tx`last_edited_at`},
             updated_at = now()
           WHERE id = ${current.id} AND organization_id = ${organizationId}

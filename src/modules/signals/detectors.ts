@@ -15,7 +15,7 @@ import { ruleMatches, type SessionMetrics } from "./rules";
 import { signalsRuntime } from "./runtime";
 import { loadTracesFacts, transcript, type TraceFacts, type TraceMetrics } from "./trace-facts";
 
-/** Share of no-match traces a flagger sends to the judge, in percent (SIGNALS.md default). */
+/** Share of no-match traces a flagger sends to the judge, in percent, unless the project sets its own (SIGNALS.md default). */
 export const flaggerSamplingPercent = 10;
 /** Judge calls per minute per organization and detector. */
 export const judgeCallsPerMinute = 30;
@@ -94,8 +94,8 @@ export class TraceDetectors {
 
   /** Every enabled flagger and active evaluation of the project, on each of these traces. */
   async runTraces(organizationId: string, projectId: string, traceIds: string[]): Promise<void> {
-    const [project] = await this.ctx.sql<{ flaggers: Record<string, boolean> }[]>`
-      SELECT flaggers FROM projects WHERE id = ${projectId} AND organization_id = ${organizationId} AND deleted_at IS NULL`;
+    const [project] = await this.ctx.sql<{ flaggers: Record<string, boolean>; flagger_sampling: Record<string, number> }[]>`
+      SELECT flaggers, flagger_sampling FROM projects WHERE id = ${projectId} AND organization_id = ${organizationId} AND deleted_at IS NULL`;
     if (!project) return;
     const evaluations = await this.ctx.sql<EvaluationRow[]>`
       SELECT id, signal_id, name, settings, filters, hash, sampling FROM evaluations
@@ -104,15 +104,15 @@ export class TraceDetectors {
     if (enabled.length === 0 && evaluations.length === 0) return;
     for (const facts of await loadTracesFacts(this.ctx.ch, organizationId, projectId, traceIds)) {
       const results = runFlaggers(facts, enabled);
-      for (const slug of enabled) await this.settleFlagger(facts, slug, results.get(slug)!);
+      for (const slug of enabled) await this.settleFlagger(facts, slug, results.get(slug)!, project.flagger_sampling[slug] ?? flaggerSamplingPercent);
       for (const evaluation of evaluations) await this.runEvaluation(facts, evaluation);
     }
   }
 
-  private async settleFlagger(facts: TraceFacts, slug: FlaggerSlug, result: FlaggerResult) {
+  private async settleFlagger(facts: TraceFacts, slug: FlaggerSlug, result: FlaggerResult, samplingPercent: number) {
     if (result.reason === "suppressed") return;
     let verdict = result;
-    const judged = result.outcome === "ambiguous" || (result.outcome === "no-match" && sampled(facts.trace.traceId, slug, flaggerSamplingPercent));
+    const judged = result.outcome === "ambiguous" || (result.outcome === "no-match" && sampled(facts.trace.traceId, slug, samplingPercent));
     if (result.outcome === "no-match" && !judgeOnlyFlaggers.includes(slug) && !judged) return;
     if (result.outcome !== "matched") {
       if (!judged) return;

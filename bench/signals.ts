@@ -14,7 +14,7 @@ import { mapTraces } from "../src/ingest/map";
 import { priceSpan } from "../src/ingest/price";
 import { newId } from "../src/lib/ids";
 import { createLogger } from "../src/lib/log";
-import { TraceDetectors } from "../src/modules/signals/detectors";
+import { TraceDetectors, traceBatch } from "../src/modules/signals/detectors";
 import { runFlaggers } from "../src/modules/signals/flaggers";
 import { loadTracesFacts } from "../src/modules/signals/trace-facts";
 import { flaggerSlugs } from "../src/modules/projects/model";
@@ -105,13 +105,14 @@ await detectors.runTraces(owner.organizationId, owner.projectId, traceIds.slice(
 const flaggerBefore = process.cpuUsage();
 const flaggerStarted = performance.now();
 const measured = traceIds.slice(50);
-for (let at = 0; at < measured.length; at += 500) await detectors.runTraces(owner.organizationId, owner.projectId, measured.slice(at, at + 500));
+// In the scan's batches: one project's quiet traces of a tick at once.
+for (let at = 0; at < measured.length; at += traceBatch) await detectors.runTraces(owner.organizationId, owner.projectId, measured.slice(at, at + traceBatch));
 const flaggerCpu = process.cpuUsage(flaggerBefore);
 const flaggerMicros = (flaggerCpu.user + flaggerCpu.system) / measured.length;
 // The same traces again, split: loading their facts from ClickHouse, and the flaggers' passes alone.
 const loadBefore = process.cpuUsage();
 const facts = [];
-for (let at = 0; at < measured.length; at += 500) facts.push(...(await loadTracesFacts(vigil.ctx.ch, owner.organizationId, owner.projectId, measured.slice(at, at + 500))));
+for (let at = 0; at < measured.length; at += traceBatch) facts.push(...(await loadTracesFacts(vigil.ctx.ch, owner.organizationId, owner.projectId, measured.slice(at, at + traceBatch))));
 const loadCpu = process.cpuUsage(loadBefore);
 const passBefore = process.cpuUsage();
 for (const trace of facts) runFlaggers(trace, [...flaggerSlugs]);

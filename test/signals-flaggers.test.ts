@@ -188,6 +188,22 @@ describe("on quiet traces", () => {
     expect(detail.scoreEvidence).toEqual(signals.items[0]!.scoreEvidence);
   });
 
+  test("a scan takes every quiet trace, batch after batch, when more went quiet than one batch holds", async () => {
+    const traceIds: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const { traceId } = await insertScoredTrace(own.ctx, { ...ownTenant, input: [text("user", `order ${i} as JSON`)], output: [text("assistant", `{"order": ${i}, "status": "sh`)] });
+      traceIds.push(traceId);
+    }
+    // Earlier tests scanned ahead of the clock: the watermark goes back to just before these traces.
+    await own.ctx.sql`UPDATE quiet_trace_scan SET scanned_until = now() - interval '1 minute'`;
+    // Batches of two: the five traces need three, all in one scan.
+    const examined = await new TraceDetectors(own.ctx, 2).scan(new Date(Date.now() + 1_000_000));
+    expect(examined).toBeGreaterThanOrEqual(5);
+    for (const traceId of traceIds) {
+      expect((await flags(traceId)).filter((flag) => flag.metadata.flagger === "output-schema-validation")).toHaveLength(1);
+    }
+  });
+
   test("each flagger's sampling percentage of the project decides which no-match traces the judge reviews", async () => {
     // The client sends booleans; the {enabled, sampling} form of the same map sets the percentage.
     const patch = (flaggers: unknown) =>
@@ -198,9 +214,9 @@ describe("on quiet traces", () => {
       });
     const updated = await patch({ forgetting: { sampling: 100 }, bluffing: { sampling: 0 }, incompletion: { enabled: false }, laziness: true });
     expect(updated.status).toBe(200);
-    expect((await updated.json()).flaggers).toMatchObject({ forgetting: true, bluffing: true, incompletion: false, laziness: true });
+    expect(((await updated.json()) as { flaggers: Record<string, boolean> }).flaggers).toMatchObject({ forgetting: true, bluffing: true, incompletion: false, laziness: true });
     expect((await patch({ forgetting: { sampling: 101 } })).status).toBe(400);
-    expect((await client.projects.get(slug)).flaggers).toMatchObject({ forgetting: true, incompletion: false });
+    expect(((await client.projects.get(slug)) as unknown as { flaggers: Record<string, boolean> }).flaggers).toMatchObject({ forgetting: true, incompletion: false });
     const { traceId } = await insertScoredTrace(own.ctx, {
       ...ownTenant,
       input: [text("user", "My favourite colour is navy blue. Which colour do I like?")],

@@ -21,7 +21,8 @@ export const flaggerSamplingPercent = 10;
 export const judgeCallsPerMinute = 30;
 /** How far back the first scan looks. */
 const firstScanLookbackMs = 3_600_000;
-const traceBatch = 2_000;
+/** Quiet traces one scan batch takes, read per project in one facts query. */
+export const traceBatch = 2_000;
 
 interface EvaluationRow {
   id: string;
@@ -49,31 +50,59 @@ export class TraceDetectors {
   private limiter: RateLimiter;
   private store: ScoreStore;
 
-  constructor(private ctx: Context) {
+  constructor(
+    private ctx: Context,
+    /** Quiet traces one scan batch takes (smaller in tests). */
+    private batchSize = traceBatch,
+  ) {
     this.model = signalsLanguageModel(ctx.config);
     this.limiter = new RateLimiter(ctx.sql);
     this.store = scoreStorage(ctx).store;
   }
 
-  /** Scans traces that went quiet since the last scan; resolves to how many traces were examined. */
+  /**
+   * Scans traces that went quiet since the last scan, batch after batch until it reaches the quiet
+   * cutoff (a tick at full load has far more than one batch); resolves to how many traces were examined.
+   */
   async scan(now = new Date()): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const batch = await this.scanBatch(now);
+      total += batch.examined;
+      if (batch.done) return total;
+    }
+  }
+
+  private scanBatch(now: Date): Promise<{ examined: number; done: boolean }> {
     const cutoff = new Date(now.getTime() - this.ctx.config.signals.traceQuietSeconds * 1000);
     return this.ctx.sql.begin(async (tx) => {
       await tx`INSERT INTO quiet_trace_scan (scanned_until) VALUES (${new Date(cutoff.getTime() - firstScanLookbackMs)}) ON CONFLICT DO NOTHING`;
       const [state] = await tx<{ scanned_until: Date }[]>`SELECT scanned_until FROM quiet_trace_scan FOR UPDATE SKIP LOCKED`;
-      if (!state || state.scanned_until >= cutoff) return 0;
+      if (!state || state.scanned_until >= cutoff) return { examined: 0, done: true };
+      // Rows ingested before the watermark cannot raise a trace's latest ingest past it: only newer rows are grouped.
       const result = await this.ctx.ch.client.query({
         query: `
-          SELECT organization_id, project_id, trace_id, max(last_ingested_at) AS last
+          SELECT organization_id, project_id, trace_id, toUnixTimestamp64Milli(max(last_ingested_at)) AS last_ms
           FROM ${this.ctx.ch.database}.traces
+          WHERE last_ingested_at > {from:DateTime64(3, 'UTC')}
           GROUP BY organization_id, project_id, trace_id
-          HAVING last > {from:DateTime64(3, 'UTC')} AND last <= {to:DateTime64(3, 'UTC')}
-          ORDER BY last
-          LIMIT ${traceBatch}`,
+          HAVING max(last_ingested_at) <= {to:DateTime64(3, 'UTC')}
+          ORDER BY last_ms
+          LIMIT ${this.batchSize}`,
         query_params: { from: state.scanned_until.getTime() / 1000, to: cutoff.getTime() / 1000 },
         format: "JSONEachRow",
       });
-      const traces = await result.json<{ organization_id: string; project_id: string; trace_id: string; last: string }>();
+      let traces = await result.json<{ organization_id: string; project_id: string; trace_id: string; last_ms: number }>();
+      const full = traces.length === this.batchSize;
+      let until = cutoff;
+      if (full) {
+        // The next batch starts after this one's last instant: traces of that instant the limit cut off
+        // are left to it whole, unless the batch holds nothing else.
+        const lastMs = Number(traces.at(-1)!.last_ms);
+        const earlier = traces.filter((trace) => Number(trace.last_ms) < lastMs);
+        if (earlier.length) traces = earlier;
+        until = new Date(earlier.length ? lastMs - 1 : lastMs);
+      }
       const byProject = Map.groupBy(traces, (trace) => `${trace.organization_id}\u0000${trace.project_id}`);
       for (const group of byProject.values()) {
         try {
@@ -82,9 +111,8 @@ export class TraceDetectors {
           this.ctx.log.warn("trace detectors failed", { projectId: group[0]!.project_id, error: error as Error });
         }
       }
-      const until = traces.length === traceBatch ? new Date(`${traces.at(-1)!.last.replace(" ", "T")}Z`) : cutoff;
       await tx`UPDATE quiet_trace_scan SET scanned_until = ${until}`;
-      return traces.length;
+      return { examined: traces.length, done: !full };
     });
   }
 

@@ -144,7 +144,8 @@ describe("discovery", () => {
       await Promise.all(traceIds.flatMap((id, i) => [annotate(a, id, texts[i % texts.length]!), annotate(a, id, texts[(i + 5) % texts.length]!)]));
       // Small batches, so the two drains interleave claims instead of one taking everything at once.
       const consumer = (v: Vigil) => new SignalDiscovery(v.ctx.sql, signalsRuntime(v.ctx).embedder, null, v.ctx.log, 4);
-      const [one, two] = await Promise.all([consumer(first).drain(), consumer(second).drain()]);
+      const [firstConsumer, secondConsumer] = [consumer(first), consumer(second)];
+      const [one, two] = await Promise.all([firstConsumer.drain(), secondConsumer.drain()]);
       expect(one).toBeGreaterThan(0);
       expect(two).toBeGreaterThan(0);
       // The scheduled discovery job of either process may still hold a batch: wait until none is pending.
@@ -155,6 +156,27 @@ describe("discovery", () => {
           (SELECT sum(member_count)::int FROM signals) AS member_total,
           (SELECT count(*)::int FROM failed_score_events WHERE consumed_at IS NULL) AS pending`;
       expect(counts).toEqual({ members: 40, distinct_scores: 40, member_total: 40, pending: 0 });
+      // Each process keeps the signals it saw in memory: after the other one changed them (a retraction
+      // here, then new members there), every stored centroid is still exactly the sum of its members.
+      const store = (await import("../src/modules/scores/storage")).scoreStorage(first.ctx).store;
+      const [retracted] = await first.ctx.sql<{ score_id: string }[]>`SELECT score_id FROM signal_members LIMIT 1`;
+      await store.update(project.id, retracted!.score_id, "annotation", { passed: true, value: 1 });
+      await firstConsumer.drain();
+      while ((await first.ctx.sql`SELECT 1 FROM failed_score_events WHERE retracted_at IS NOT NULL AND unlinked_at IS NULL LIMIT 1`).length) await Bun.sleep(100);
+      await Promise.all(traceIds.slice(0, 6).map((id, i) => annotate(a, id, texts[(i + 2) % texts.length]!)));
+      await secondConsumer.drain();
+      while ((await first.ctx.sql`SELECT 1 FROM failed_score_events WHERE consumed_at IS NULL LIMIT 1`).length) await Bun.sleep(100);
+      const vector = (bytes: Buffer) => new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
+      const signals = await first.ctx.sql<{ id: string; centroid: Buffer; member_count: number }[]>`SELECT id, centroid, member_count FROM signals WHERE project_id = ${project.id}`;
+      const members = await first.ctx.sql<{ signal_id: string; weight: number; embedding: Buffer }[]>`SELECT signal_id, weight, embedding FROM signal_members`;
+      expect(signals.reduce((sum, signal) => sum + signal.member_count, 0)).toBe(45);
+      for (const signal of signals) {
+        const expected = new Float32Array(vector(signal.centroid).length);
+        for (const member of members.filter((m) => m.signal_id === signal.id)) vector(member.embedding).forEach((x, i) => (expected[i]! += member.weight * x));
+        const stored = vector(signal.centroid);
+        // Decay over the test's seconds is below 1e-5; float32 sums round at about 1e-6.
+        expect(Math.max(...stored.map((x, i) => Math.abs(x - expected[i]!)))).toBeLessThan(1e-3);
+      }
     } finally {
       await second.stop();
       await first.stop();

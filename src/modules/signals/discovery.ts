@@ -121,7 +121,7 @@ export class SignalDiscovery {
     private embedder: FeedbackEmbedder,
     private model: LanguageModel | null,
     private log: Logger,
-    private batchSize = 500,
+    private batchSize = 2_000,
   ) {}
 
   /** Processes every pending event and retraction; resolves to how many were handled. */

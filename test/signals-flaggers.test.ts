@@ -7,7 +7,7 @@ import { signalsRuntime } from "../src/modules/signals/runtime";
 import { loadTraceFacts } from "../src/modules/signals/trace-facts";
 import { bootstrapAccount, sharedVigil, startTestVigil } from "./helpers";
 import { insertScoredTrace } from "./fixtures/scored-traces";
-import { insertSpans, newSpanId, spanRow } from "./fixtures/spans";
+import { insertSpans, newSpanId, newTraceId, spanRow } from "./fixtures/spans";
 import { startFakeProvider, type FakeProvider } from "./fixtures/fake-provider";
 
 setDefaultTimeout(60_000);
@@ -172,5 +172,18 @@ describe("on quiet traces", () => {
     await signalsRuntime(own.ctx).discovery.drain();
     const signals = await client.signals.list(slug);
     expect(signals.items.map((signal) => signal.source)).toEqual(["flagger", "flagger"]);
+  });
+
+  test("one insert stamping more traces than a scan takes: the following scans resume inside its instant and examine each trace once", async () => {
+    const traceIds = Array.from({ length: 25 }, () => newTraceId());
+    const before = new Date(Date.now() - 1);
+    await own.ctx.sql`UPDATE quiet_trace_scan SET scanned_until = ${before}, scanned_through_trace = '{}'`;
+    // One insert: every roll-up row it writes carries the same last_ingested_at.
+    await insertSpans(own.ctx, traceIds.map((traceId) => spanRow(ownTenant, { trace_id: traceId, startMs: Date.now() - 5_000, operation: "chat" })));
+    const small = new TraceDetectors(own.ctx, 10);
+    const quietAt = new Date(Date.now() + 100_000);
+    const examined = [];
+    for (let scan = 0; scan < 4; scan++) examined.push(await small.scan(quietAt));
+    expect(examined).toEqual([10, 10, 5, 0]);
   });
 });

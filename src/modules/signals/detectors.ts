@@ -21,7 +21,8 @@ export const flaggerSamplingPercent = 10;
 export const judgeCallsPerMinute = 30;
 /** How far back the first scan looks. */
 const firstScanLookbackMs = 3_600_000;
-const traceBatch = 2_000;
+/** Quiet traces one scan examines at most. */
+const defaultTraceBatch = 2_000;
 
 interface EvaluationRow {
   id: string;
@@ -49,7 +50,10 @@ export class TraceDetectors {
   private limiter: RateLimiter;
   private store: ScoreStore;
 
-  constructor(private ctx: Context) {
+  constructor(
+    private ctx: Context,
+    private readonly traceBatch = defaultTraceBatch,
+  ) {
     this.model = signalsLanguageModel(ctx.config);
     this.limiter = new RateLimiter(ctx.sql);
     this.store = scoreStorage(ctx).store;
@@ -60,20 +64,31 @@ export class TraceDetectors {
     const cutoff = new Date(now.getTime() - this.ctx.config.signals.traceQuietSeconds * 1000);
     return this.ctx.sql.begin(async (tx) => {
       await tx`INSERT INTO quiet_trace_scan (scanned_until) VALUES (${new Date(cutoff.getTime() - firstScanLookbackMs)}) ON CONFLICT DO NOTHING`;
-      const [state] = await tx<{ scanned_until: Date }[]>`SELECT scanned_until FROM quiet_trace_scan FOR UPDATE SKIP LOCKED`;
+      const [state] = await tx<{ scanned_until: Date; scanned_through_trace: string[] }[]>`
+        SELECT scanned_until, scanned_through_trace FROM quiet_trace_scan FOR UPDATE SKIP LOCKED`;
       if (!state || state.scanned_until >= cutoff) return 0;
+      const [throughOrganization, throughProject, throughTrace] = state.scanned_through_trace;
+      // Rows ingested after `from` only: the minmax index on last_ingested_at skips the rest of the roll-up.
       const result = await this.ctx.ch.client.query({
         query: `
-          SELECT organization_id, project_id, trace_id, max(last_ingested_at) AS last
+          SELECT organization_id, project_id, trace_id, max(last_ingested_at) AS last, toUnixTimestamp64Milli(last) AS last_ms
           FROM ${this.ctx.ch.database}.traces
+          WHERE last_ingested_at >= {from:DateTime64(3, 'UTC')}
           GROUP BY organization_id, project_id, trace_id
-          HAVING last > {from:DateTime64(3, 'UTC')} AND last <= {to:DateTime64(3, 'UTC')}
-          ORDER BY last
-          LIMIT ${traceBatch}`,
-        query_params: { from: state.scanned_until.getTime() / 1000, to: cutoff.getTime() / 1000 },
+          HAVING ${throughTrace === undefined ? "last > {from:DateTime64(3, 'UTC')}" : "(last, organization_id, project_id, trace_id) > ({from:DateTime64(3, 'UTC')}, {organizationId:String}, {projectId:String}, {traceId:String})"}
+            AND last <= {to:DateTime64(3, 'UTC')}
+          ORDER BY last, organization_id, project_id, trace_id
+          LIMIT ${this.traceBatch}`,
+        query_params: {
+          from: state.scanned_until.getTime() / 1000,
+          to: cutoff.getTime() / 1000,
+          organizationId: throughOrganization ?? "",
+          projectId: throughProject ?? "",
+          traceId: throughTrace ?? "",
+        },
         format: "JSONEachRow",
       });
-      const traces = await result.json<{ organization_id: string; project_id: string; trace_id: string; last: string }>();
+      const traces = await result.json<{ organization_id: string; project_id: string; trace_id: string; last_ms: number }>();
       const byProject = Map.groupBy(traces, (trace) => `${trace.organization_id}\u0000${trace.project_id}`);
       for (const group of byProject.values()) {
         try {
@@ -82,8 +97,11 @@ export class TraceDetectors {
           this.ctx.log.warn("trace detectors failed", { projectId: group[0]!.project_id, error: error as Error });
         }
       }
-      const until = traces.length === traceBatch ? new Date(`${traces.at(-1)!.last.replace(" ", "T")}Z`) : cutoff;
-      await tx`UPDATE quiet_trace_scan SET scanned_until = ${until}`;
+      // A full batch ends inside the traces stamped with its last instant: the next scan resumes after its last trace.
+      const last = traces.length === this.traceBatch ? traces.at(-1)! : null;
+      const until = last ? new Date(last.last_ms) : cutoff;
+      const through = last ? [last.organization_id, last.project_id, last.trace_id] : [];
+      await tx`UPDATE quiet_trace_scan SET scanned_until = ${until}, scanned_through_trace = ${through}`;
       return traces.length;
     });
   }

@@ -14,7 +14,7 @@ import { mapTraces } from "../src/ingest/map";
 import { priceSpan } from "../src/ingest/price";
 import { newId } from "../src/lib/ids";
 import { createLogger } from "../src/lib/log";
-import { TraceDetectors, traceBatch } from "../src/modules/signals/detectors";
+import { defaultTraceBatch as traceBatch, TraceDetectors } from "../src/modules/signals/detectors";
 import { runFlaggers } from "../src/modules/signals/flaggers";
 import { loadTracesFacts } from "../src/modules/signals/trace-facts";
 import { flaggerSlugs } from "../src/modules/projects/model";

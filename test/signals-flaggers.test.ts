@@ -7,7 +7,7 @@ import { signalsRuntime } from "../src/modules/signals/runtime";
 import { loadTraceFacts } from "../src/modules/signals/trace-facts";
 import { bootstrapAccount, sharedVigil, startTestVigil } from "./helpers";
 import { insertScoredTrace } from "./fixtures/scored-traces";
-import { insertSpans, newSpanId, spanRow } from "./fixtures/spans";
+import { insertSpans, newSpanId, newTraceId, spanRow } from "./fixtures/spans";
 import { startFakeProvider, type FakeProvider } from "./fixtures/fake-provider";
 
 setDefaultTimeout(60_000);
@@ -188,16 +188,16 @@ describe("on quiet traces", () => {
     expect(detail.scoreEvidence).toEqual(signals.items[0]!.scoreEvidence);
   });
 
-  test("a scan takes every quiet trace, batch after batch, when more went quiet than one batch holds", async () => {
+  test("the scheduled scan takes every quiet trace, batch after batch, when more went quiet than one batch holds", async () => {
     const traceIds: string[] = [];
     for (let i = 0; i < 5; i++) {
       const { traceId } = await insertScoredTrace(own.ctx, { ...ownTenant, input: [text("user", `order ${i} as JSON`)], output: [text("assistant", `{"order": ${i}, "status": "sh`)] });
       traceIds.push(traceId);
     }
     // Earlier tests scanned ahead of the clock: the watermark goes back to just before these traces.
-    await own.ctx.sql`UPDATE quiet_trace_scan SET scanned_until = now() - interval '1 minute'`;
-    // Batches of two: the five traces need three, all in one scan.
-    const examined = await new TraceDetectors(own.ctx, 2).scan(new Date(Date.now() + 1_000_000));
+    await own.ctx.sql`UPDATE quiet_trace_scan SET scanned_until = now() - interval '1 minute', scanned_through_trace = '{}'`;
+    // Batches of two: the five traces need three, all in the scheduled job's one run.
+    const examined = await new TraceDetectors(own.ctx, 2).scanUntilCaughtUp(new Date(Date.now() + 1_000_000));
     expect(examined).toBeGreaterThanOrEqual(5);
     for (const traceId of traceIds) {
       expect((await flags(traceId)).filter((flag) => flag.metadata.flagger === "output-schema-validation")).toHaveLength(1);
@@ -226,5 +226,18 @@ describe("on quiet traces", () => {
     // The judge says both forgetting and bluffing failed; only forgetting (100%) asked it, bluffing (0%) never does.
     const flagged = (await flags(traceId)).map((flag) => flag.metadata.flagger).sort();
     expect(flagged).toEqual(["forgetting"]);
+  });
+
+  test("one insert stamping more traces than a scan takes: the following scans resume inside its instant and examine each trace once", async () => {
+    const traceIds = Array.from({ length: 25 }, () => newTraceId());
+    const before = new Date(Date.now() - 1);
+    await own.ctx.sql`UPDATE quiet_trace_scan SET scanned_until = ${before}, scanned_through_trace = '{}'`;
+    // One insert: every roll-up row it writes carries the same last_ingested_at.
+    await insertSpans(own.ctx, traceIds.map((traceId) => spanRow(ownTenant, { trace_id: traceId, startMs: Date.now() - 5_000, operation: "chat" })));
+    const small = new TraceDetectors(own.ctx, 10);
+    const quietAt = new Date(Date.now() + 100_000);
+    const examined = [];
+    for (let scan = 0; scan < 4; scan++) examined.push(await small.scan(quietAt));
+    expect(examined).toEqual([10, 10, 5, 0]);
   });
 });

@@ -59,6 +59,16 @@ export function Layout(props: { title: string; session?: SessionUser | null; csr
 
 export const Csrf = (props: { token: string }) => <input type="hidden" name="csrf" value={props.token} />;
 
+/** A POST form carrying the page's CSRF token; `confirm` asks before htmx submits it, `boost: false` submits it as a plain page load. */
+export function PostForm(props: { csrf: string; action?: string; class?: string; confirm?: string; boost?: false; children?: Children }) {
+  return (
+    <form method="post" action={props.action} class={props.class} hx-confirm={props.confirm} hx-boost={props.boost === false ? "false" : undefined}>
+      <Csrf token={props.csrf} />
+      {props.children}
+    </form>
+  );
+}
+
 export function ErrorMessage(props: { message?: string | null }) {
   return props.message ? (
     <p class="error" role="alert" safe>

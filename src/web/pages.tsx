@@ -3,7 +3,7 @@ import type { ApiKeyListItem } from "../modules/api-keys/model";
 import type { ActiveMember, InvitedMember } from "../modules/members/model";
 import type { InvitationView } from "../modules/members/service";
 import type { OAuthKey } from "../modules/oauth-keys/model";
-import { Csrf, ErrorMessage, Layout } from "./layout";
+import { ErrorMessage, Layout, PostForm } from "./layout";
 import type { SessionUser } from "./people";
 
 export function MessagePage(props: { title: string; message: string; link?: { href: string; text: string } }) {
@@ -27,15 +27,14 @@ export function LoginPage(props: { csrf: string; next: string; email?: string; e
   return (
     <Layout title="Sign in">
       <ErrorMessage message={props.error} />
-      <form method="post" action="/login" hx-boost="false">
-        <Csrf token={props.csrf} />
+      <PostForm csrf={props.csrf} action="/login" boost={false}>
         <input type="hidden" name="next" value={props.next} />
         <label for="email">Email</label>
         <input id="email" name="email" type="email" autocomplete="username" required autofocus value={props.email ?? ""} />
         <label for="password">Password</label>
         <input id="password" name="password" type="password" autocomplete="current-password" required />
         <button type="submit">Sign in</button>
-      </form>
+      </PostForm>
       <p>
         <a href="/password/forgot">Forgot your password?</a>
       </p>
@@ -46,11 +45,10 @@ export function LoginPage(props: { csrf: string; next: string; email?: string; e
 export function LogoutPage(props: { csrf: string; session: SessionUser }) {
   return (
     <Layout title="Sign out" session={props.session} csrf={props.csrf}>
-      <form method="post" action="/logout" hx-boost="false">
-        <Csrf token={props.csrf} />
+      <PostForm csrf={props.csrf} action="/logout" boost={false}>
         <p safe>{`Signed in as ${props.session.email}.`}</p>
         <button type="submit">Sign out</button>
-      </form>
+      </PostForm>
     </Layout>
   );
 }
@@ -60,12 +58,11 @@ export function ForgotPasswordPage(props: { csrf: string; sent?: boolean; error?
     <Layout title="Reset your password">
       <ErrorMessage message={props.error} />
       {props.sent ? <p class="notice">If that address has an account, a reset link is on its way. It works once, within an hour.</p> : ""}
-      <form method="post" action="/password/forgot">
-        <Csrf token={props.csrf} />
+      <PostForm csrf={props.csrf} action="/password/forgot">
         <label for="email">Email</label>
         <input id="email" name="email" type="email" autocomplete="username" required />
         <button type="submit">Send reset link</button>
-      </form>
+      </PostForm>
     </Layout>
   );
 }
@@ -74,12 +71,11 @@ export function ResetPasswordPage(props: { csrf: string; error?: string | null }
   return (
     <Layout title="Choose a new password">
       <ErrorMessage message={props.error} />
-      <form method="post" hx-boost="false">
-        <Csrf token={props.csrf} />
+      <PostForm csrf={props.csrf} boost={false}>
         <label for="password">New password (at least 8 characters)</label>
         <input id="password" name="password" type="password" autocomplete="new-password" minlength="8" required />
         <button type="submit">Set password</button>
-      </form>
+      </PostForm>
     </Layout>
   );
 }
@@ -92,8 +88,7 @@ export function ClaimPage(props: { view: ClaimView; csrf: string; error?: string
         is deleted at <span safe>{props.view.expiresAt.toISOString()}</span>.
       </p>
       <ErrorMessage message={props.error} />
-      <form method="post" hx-boost="false">
-        <Csrf token={props.csrf} />
+      <PostForm csrf={props.csrf} boost={false}>
         <label for="email">Your email</label>
         <input id="email" name="email" type="email" autocomplete="username" required value={props.email ?? props.view.email ?? ""} />
         <label for="name">Your name (optional)</label>
@@ -101,7 +96,7 @@ export function ClaimPage(props: { view: ClaimView; csrf: string; error?: string
         <label for="password">Password (new account: choose one of at least 8 characters; existing account: yours)</label>
         <input id="password" name="password" type="password" autocomplete="current-password" required />
         <button type="submit">Claim organization</button>
-      </form>
+      </PostForm>
     </Layout>
   );
 }
@@ -114,8 +109,7 @@ export function InvitationPage(props: { view: InvitationView; csrf: string; erro
         <span safe>{view.email}</span> is invited to <strong safe>{view.organizationName}</strong> as <span safe>{view.role}</span>.
       </p>
       <ErrorMessage message={props.error} />
-      <form method="post" hx-boost="false">
-        <Csrf token={props.csrf} />
+      <PostForm csrf={props.csrf} boost={false}>
         {view.hasAccount ? (
           ""
         ) : (
@@ -127,7 +121,7 @@ export function InvitationPage(props: { view: InvitationView; csrf: string; erro
         <label for="password">{view.hasAccount ? "Your password" : "Choose a password (at least 8 characters)"}</label>
         <input id="password" name="password" type="password" autocomplete={view.hasAccount ? "current-password" : "new-password"} required />
         <button type="submit">Accept invitation</button>
-      </form>
+      </PostForm>
     </Layout>
   );
 }
@@ -181,18 +175,16 @@ export function KeysPage(props: {
               <td>
                 {canManage && !key.deletedAt ? (
                   <>
-                    <form method="post" action={`/settings/keys/${key.id}/rename`} class="inline">
-                      <Csrf token={props.csrf} />
+                    <PostForm csrf={props.csrf} action={`/settings/keys/${key.id}/rename`} class="inline">
                       <label for={`rename-${key.id}`}>New name</label>
                       <input id={`rename-${key.id}`} name="name" type="text" required value={key.name} />
                       <button type="submit" class="secondary">
                         Rename
                       </button>
-                    </form>
-                    <form method="post" action={`/settings/keys/${key.id}/revoke`} class="inline" hx-confirm="Revoke this API key?">
-                      <Csrf token={props.csrf} />
+                    </PostForm>
+                    <PostForm csrf={props.csrf} action={`/settings/keys/${key.id}/revoke`} class="inline" confirm="Revoke this API key?">
                       <button type="submit">Revoke</button>
-                    </form>
+                    </PostForm>
                   </>
                 ) : (
                   ""
@@ -203,12 +195,11 @@ export function KeysPage(props: {
         </tbody>
       </table>
       {canManage ? (
-        <form method="post" action="/settings/keys">
-          <Csrf token={props.csrf} />
+        <PostForm csrf={props.csrf} action="/settings/keys">
           <label for="key-name">New API key name</label>
           <input id="key-name" name="name" type="text" required />
           <button type="submit">Create API key</button>
-        </form>
+        </PostForm>
       ) : (
         ""
       )}
@@ -232,10 +223,9 @@ export function KeysPage(props: {
               <td safe>{key.disabled ? "revoked" : when(key.lastActivityAt)}</td>
               <td>
                 {!key.disabled && (canManage || key.userId === props.session.userId) ? (
-                  <form method="post" action={`/settings/oauth-keys/${key.id}/revoke`} class="inline" hx-confirm="Disconnect this agent?">
-                    <Csrf token={props.csrf} />
+                  <PostForm csrf={props.csrf} action={`/settings/oauth-keys/${key.id}/revoke`} class="inline" confirm="Disconnect this agent?">
                     <button type="submit">Revoke</button>
-                  </form>
+                  </PostForm>
                 ) : (
                   ""
                 )}
@@ -283,8 +273,7 @@ export function MembersPage(props: { session: SessionUser; csrf: string; members
                 {canManage ? (
                   <>
                     {member.status === "active" ? (
-                      <form method="post" action={`/settings/members/${member.id}/role`} class="inline">
-                        <Csrf token={props.csrf} />
+                      <PostForm csrf={props.csrf} action={`/settings/members/${member.id}/role`} class="inline">
                         <label for={`role-${member.id}`}>Role</label>
                         <select id={`role-${member.id}`} name="role">
                           {roles.map((role) => (
@@ -296,14 +285,13 @@ export function MembersPage(props: { session: SessionUser; csrf: string; members
                         <button type="submit" class="secondary">
                           Change
                         </button>
-                      </form>
+                      </PostForm>
                     ) : (
                       ""
                     )}
-                    <form method="post" action={`/settings/members/${member.id}/remove`} class="inline" hx-confirm="Remove?">
-                      <Csrf token={props.csrf} />
+                    <PostForm csrf={props.csrf} action={`/settings/members/${member.id}/remove`} class="inline" confirm="Remove?">
                       <button type="submit">{member.status === "active" ? "Remove" : "Cancel invitation"}</button>
-                    </form>
+                    </PostForm>
                   </>
                 ) : (
                   ""
@@ -314,8 +302,7 @@ export function MembersPage(props: { session: SessionUser; csrf: string; members
         </tbody>
       </table>
       {canManage ? (
-        <form method="post" action="/settings/members">
-          <Csrf token={props.csrf} />
+        <PostForm csrf={props.csrf} action="/settings/members">
           <label for="invite-email">Invite by email</label>
           <input id="invite-email" name="email" type="email" required />
           <label for="invite-role">Role</label>
@@ -325,7 +312,7 @@ export function MembersPage(props: { session: SessionUser; csrf: string; members
             ))}
           </select>
           <button type="submit">Send invitation</button>
-        </form>
+        </PostForm>
       ) : (
         ""
       )}

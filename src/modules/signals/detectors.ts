@@ -21,8 +21,8 @@ export const flaggerSamplingPercent = 10;
 export const judgeCallsPerMinute = 30;
 /** How far back the first scan looks. */
 const firstScanLookbackMs = 3_600_000;
-/** Quiet traces one scan batch takes, read per project in one facts query. */
-export const traceBatch = 2_000;
+/** Quiet traces one scan examines at most. */
+export const defaultTraceBatch = 2_000;
 
 interface EvaluationRow {
   id: string;
@@ -52,8 +52,7 @@ export class TraceDetectors {
 
   constructor(
     private ctx: Context,
-    /** Quiet traces one scan batch takes (smaller in tests). */
-    private batchSize = traceBatch,
+    private readonly traceBatch = defaultTraceBatch,
   ) {
     this.model = signalsLanguageModel(ctx.config);
     this.limiter = new RateLimiter(ctx.sql);
@@ -61,48 +60,48 @@ export class TraceDetectors {
   }
 
   /**
-   * Scans traces that went quiet since the last scan, batch after batch until it reaches the quiet
-   * cutoff (a tick at full load has far more than one batch); resolves to how many traces were examined.
+   * Scans batch after batch until the quiet cutoff is reached (the scheduled job: a minute at full load
+   * brings far more quiet traces than one batch); resolves to how many traces were examined.
    */
-  async scan(now = new Date()): Promise<number> {
+  async scanUntilCaughtUp(now = new Date()): Promise<number> {
     let total = 0;
     for (;;) {
-      const batch = await this.scanBatch(now);
-      total += batch.examined;
-      if (batch.done) return total;
+      const examined = await this.scan(now);
+      total += examined;
+      if (examined < this.traceBatch) return total;
     }
   }
 
-  private scanBatch(now: Date): Promise<{ examined: number; done: boolean }> {
+  /** Scans traces that went quiet since the last scan; resolves to how many traces were examined. */
+  async scan(now = new Date()): Promise<number> {
     const cutoff = new Date(now.getTime() - this.ctx.config.signals.traceQuietSeconds * 1000);
     return this.ctx.sql.begin(async (tx) => {
       await tx`INSERT INTO quiet_trace_scan (scanned_until) VALUES (${new Date(cutoff.getTime() - firstScanLookbackMs)}) ON CONFLICT DO NOTHING`;
-      const [state] = await tx<{ scanned_until: Date }[]>`SELECT scanned_until FROM quiet_trace_scan FOR UPDATE SKIP LOCKED`;
-      if (!state || state.scanned_until >= cutoff) return { examined: 0, done: true };
-      // Rows ingested before the watermark cannot raise a trace's latest ingest past it: only newer rows are grouped.
+      const [state] = await tx<{ scanned_until: Date; scanned_through_trace: string[] }[]>`
+        SELECT scanned_until, scanned_through_trace FROM quiet_trace_scan FOR UPDATE SKIP LOCKED`;
+      if (!state || state.scanned_until >= cutoff) return 0;
+      const [throughOrganization, throughProject, throughTrace] = state.scanned_through_trace;
+      // Rows ingested after `from` only: the minmax index on last_ingested_at skips the rest of the roll-up.
       const result = await this.ctx.ch.client.query({
         query: `
-          SELECT organization_id, project_id, trace_id, toUnixTimestamp64Milli(max(last_ingested_at)) AS last_ms
+          SELECT organization_id, project_id, trace_id, max(last_ingested_at) AS last, toUnixTimestamp64Milli(last) AS last_ms
           FROM ${this.ctx.ch.database}.traces
-          WHERE last_ingested_at > {from:DateTime64(3, 'UTC')}
+          WHERE last_ingested_at >= {from:DateTime64(3, 'UTC')}
           GROUP BY organization_id, project_id, trace_id
-          HAVING max(last_ingested_at) <= {to:DateTime64(3, 'UTC')}
-          ORDER BY last_ms
-          LIMIT ${this.batchSize}`,
-        query_params: { from: state.scanned_until.getTime() / 1000, to: cutoff.getTime() / 1000 },
+          HAVING ${throughTrace === undefined ? "last > {from:DateTime64(3, 'UTC')}" : "(last, organization_id, project_id, trace_id) > ({from:DateTime64(3, 'UTC')}, {organizationId:String}, {projectId:String}, {traceId:String})"}
+            AND last <= {to:DateTime64(3, 'UTC')}
+          ORDER BY last, organization_id, project_id, trace_id
+          LIMIT ${this.traceBatch}`,
+        query_params: {
+          from: state.scanned_until.getTime() / 1000,
+          to: cutoff.getTime() / 1000,
+          organizationId: throughOrganization ?? "",
+          projectId: throughProject ?? "",
+          traceId: throughTrace ?? "",
+        },
         format: "JSONEachRow",
       });
-      let traces = await result.json<{ organization_id: string; project_id: string; trace_id: string; last_ms: number }>();
-      const full = traces.length === this.batchSize;
-      let until = cutoff;
-      if (full) {
-        // The next batch starts after this one's last instant: traces of that instant the limit cut off
-        // are left to it whole, unless the batch holds nothing else.
-        const lastMs = Number(traces.at(-1)!.last_ms);
-        const earlier = traces.filter((trace) => Number(trace.last_ms) < lastMs);
-        if (earlier.length) traces = earlier;
-        until = new Date(earlier.length ? lastMs - 1 : lastMs);
-      }
+      const traces = await result.json<{ organization_id: string; project_id: string; trace_id: string; last_ms: number }>();
       const byProject = Map.groupBy(traces, (trace) => `${trace.organization_id}\u0000${trace.project_id}`);
       for (const group of byProject.values()) {
         try {
@@ -111,8 +110,12 @@ export class TraceDetectors {
           this.ctx.log.warn("trace detectors failed", { projectId: group[0]!.project_id, error: error as Error });
         }
       }
-      await tx`UPDATE quiet_trace_scan SET scanned_until = ${until}`;
-      return { examined: traces.length, done: !full };
+      // A full batch ends inside the traces stamped with its last instant: the next scan resumes after its last trace.
+      const last = traces.length === this.traceBatch ? traces.at(-1)! : null;
+      const until = last ? new Date(last.last_ms) : cutoff;
+      const through = last ? [last.organization_id, last.project_id, last.trace_id] : [];
+      await tx`UPDATE quiet_trace_scan SET scanned_until = ${until}, scanned_through_trace = ${through}`;
+      return traces.length;
     });
   }
 

@@ -11,7 +11,7 @@ export async function startSignalJobs(ctx: Context) {
   // Each process drains with SKIP LOCKED, so ticks that overlap across processes split the events.
   await scheduleJob(ctx.boss, "signal-discovery", "* * * * *", () => discovery.drain(), ctx.log);
   const detectors = new TraceDetectors(ctx);
-  await scheduleJob(ctx.boss, "signal-detectors", "* * * * *", () => detectors.scan(), ctx.log);
+  await scheduleJob(ctx.boss, "signal-detectors", "* * * * *", () => detectors.scanUntilCaughtUp(), ctx.log);
   await scheduleJob(ctx.boss, "signal-names", "*/15 * * * *", () => discovery.renameStale(), ctx.log);
   await scheduleJob(ctx.boss, "evaluation-alignment", "* * * * *", () => refreshAlignment(ctx.sql), ctx.log);
   await ctx.boss.createQueue(signalsExportQueue);

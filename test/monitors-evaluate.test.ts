@@ -126,7 +126,7 @@ describe("threshold monitors", () => {
         body: {
           trigger: "threshold",
           name,
-          target: { type: "session", id: "s-1" },
+          target: { type: "user", id: "u-m" },
           severity: "high",
           condition: { trigger: "threshold", metric: { kind: "count" }, threshold: { mode: "multiplier", factor, baseline: { kind, lookback: { unit: "hours", hours } } }, direction },
         },
@@ -138,8 +138,8 @@ describe("threshold monitors", () => {
     const now = t0 + 60_000;
     // Previous hour: 2 traces; last hour: 5. Six-hour average: 7/6 per hour.
     await insertSpans(vigil.ctx, [
-      ...[0, 1].map((i) => trace(tenant, now - 90 * 60_000 + i, { session_id: "s-1" })),
-      ...[0, 1, 2, 3, 4].map((i) => trace(tenant, now - 20 * 60_000 + i, { session_id: "s-1" })),
+      ...[0, 1].map((i) => trace(tenant, now - 90 * 60_000 + i, { user_id: "u-m" })),
+      ...[0, 1, 2, 3, 4].map((i) => trace(tenant, now - 20 * 60_000 + i, { user_id: "u-m" })),
     ]);
     await evaluate(tenant, now);
     expect(await incidentsOf(client, project, doubled.slug)).toHaveLength(1); // 5 > 2·2

@@ -181,7 +181,7 @@ class ProjectEvaluation {
       if (searchId && !search) continue;
       measures.set(monitor.id, {
         key: monitor.id,
-        stream: monitor.target.stream === "spans" ? "spans" : streamOf(monitor.target.type),
+        stream: streamOf(monitor.target),
         filters: search?.filters ?? ((monitor.config.filterSet ?? {}) as Measure["filters"]),
         query: search ? search.query : (monitor.config.query ?? null),
         metric: monitor.config.condition?.metric ?? monitor.config.metric ?? { kind: "count" },

@@ -10,12 +10,16 @@ import { compileSpanFilters, validateSpanFilters } from "./span-filters";
 /**
  * Measuring monitor targets in ClickHouse, many monitors of a project per query: each monitor's
  * filters become one condition, and its metric an `-If` aggregate under it. Traces are read from
- * the trace relation (roll-up), spans (tool targets) from `spans`.
+ * the trace relation (roll-up), spans (tool targets) from `spans`, sessions from the `sessions`
+ * roll-up joined to their traces: a session is in a monitor's stream when one of its traces meets
+ * the monitor's (trace) filters, and it is measured as a whole, placed in time by its last activity.
  */
+
+export type Stream = "traces" | "spans" | "sessions";
 
 export interface Measure {
   key: string;
-  stream: "traces" | "spans";
+  stream: Stream;
   filters: FilterSet;
   query: string | null;
   metric: MonitorMetric;
@@ -38,7 +42,7 @@ interface StreamSql {
   tokens: string;
 }
 
-const streams: Record<Measure["stream"], StreamSql> = {
+const streams: Record<Stream, StreamSql> = {
   traces: {
     time: "start_time",
     error: "error_count > 0",
@@ -57,7 +61,19 @@ const streams: Record<Measure["stream"], StreamSql> = {
     cost: "cost_total_microcents",
     tokens: "(tokens_input + tokens_output + tokens_cache_read + tokens_cache_create + tokens_reasoning)",
   },
+  sessions: {
+    time: "end_time",
+    error: "error_count > 0",
+    cacheRead: "tokens_cache_read",
+    cacheDenominator: "(tokens_input + tokens_cache_read + tokens_cache_create)",
+    duration: "duration_ms",
+    cost: "cost_total_microcents",
+    tokens: "tokens_total",
+  },
 };
+
+/** What the sessions relation reads of each session's traces: the cache tokens the roll-up does not keep, and its latest trace. */
+const sessionTraceColumns: TraceColumn[] = ["session_id", "end_time", "tokens_input", "tokens_cache_read", "tokens_cache_create"];
 
 /** Relation columns a metric reads on the traces stream. */
 function metricColumns(metric: MonitorMetric): TraceColumn[] {
@@ -74,7 +90,7 @@ function metricColumns(metric: MonitorMetric): TraceColumn[] {
 }
 
 /** SQL of the metric over the rows meeting `condition`, as a Nullable(Float64). */
-export function metricSql(metric: MonitorMetric, stream: Measure["stream"], condition: string): string {
+export function metricSql(metric: MonitorMetric, stream: Stream, condition: string): string {
   const s = streams[stream];
   const none = `countIf(${condition}) = 0`;
   switch (metric.kind) {
@@ -100,7 +116,7 @@ interface CompiledGroup {
   params: QueryParams;
   /** Per measure key: its condition over the rows of `from`. */
   conditions: Map<string, string>;
-  /** FROM clause: the relation or `spans`, scoped to the project and starting at `since`. */
+  /** FROM clause: the relation, `spans` or the sessions relation, scoped to the project and starting at `since`. */
   from: string;
 }
 
@@ -115,8 +131,8 @@ export class Measurer {
     return result.json<T>();
   }
 
-  /** The measures of one stream compiled over rows starting from `since` (epoch ms); `extra` adds relation columns. */
-  private async compile(project: ProjectRef, stream: Measure["stream"], measures: Measure[], since: number, extra: TraceColumn[] = []): Promise<CompiledGroup> {
+  /** The measures of one stream compiled over rows starting from `since` (epoch ms); `extra` adds trace relation columns. */
+  private async compile(project: ProjectRef, stream: Stream, measures: Measure[], since: number, extra: TraceColumn[] = []): Promise<CompiledGroup> {
     const params = new QueryParams();
     const conditions = new Map<string, string>();
     if (stream === "spans") {
@@ -127,8 +143,14 @@ export class Measurer {
     }
     const scope: TraceScope = bindScope(params, this.ch.database, project.organizationId, project.id);
     const sinceSql = msParam(params, since);
-    scope.traceIds = `(SELECT trace_id FROM ${this.ch.database}.traces WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId} AND start_time >= ${sinceSql})`;
-    const columns = new Set<TraceColumn>(["start_time", ...extra]);
+    const tenant = `organization_id = ${scope.organizationId} AND project_id = ${scope.projectId}`;
+    // Sessions active since `since`, with every trace of theirs (some may have started before).
+    const sessionIds = `(SELECT session_id FROM ${this.ch.database}.sessions WHERE ${tenant} AND end_time >= ${sinceSql})`;
+    scope.traceIds =
+      stream === "sessions"
+        ? `(SELECT trace_id FROM ${this.ch.database}.traces WHERE ${tenant} AND session_id IN ${sessionIds})`
+        : `(SELECT trace_id FROM ${this.ch.database}.traces WHERE ${tenant} AND start_time >= ${sinceSql})`;
+    const columns = new Set<TraceColumn>(["start_time", ...extra, ...(stream === "sessions" ? sessionTraceColumns : [])]);
     const context: FilterSqlContext = {
       params,
       database: this.ch.database,
@@ -141,19 +163,37 @@ export class Measurer {
     for (const measure of measures) {
       const compiled = compileTraceFilters(validateTraceFilters(measure.filters), context);
       for (const column of compiled.columns) columns.add(column);
-      for (const column of metricColumns(measure.metric)) columns.add(column);
+      if (stream === "traces") for (const column of metricColumns(measure.metric)) columns.add(column);
       let condition = `(${compiled.where})`;
       if (measure.query) condition += ` AND trace_id IN (SELECT trace_id FROM ${await this.search.relevanceSql(measure.query, scope, params)})`;
       conditions.set(measure.key, condition);
     }
-    return { params, conditions, from: `${traceRelationSql(columns, scope)} WHERE start_time >= ${sinceSql}` };
+    if (stream === "traces") return { params, conditions, from: `${traceRelationSql(columns, scope)} WHERE start_time >= ${sinceSql}` };
+
+    // Sessions: the roll-up merged per session, joined to its traces grouped per session, where
+    // `h<i>` says whether a trace of the session meets the i-th measure's condition.
+    const keys = [...conditions.keys()];
+    const hits = keys.map((key, index) => `countIf(${conditions.get(key)}) > 0 AS h${index}`);
+    const traces = `SELECT assumeNotNull(session_id) AS t_session, argMax(trace_id, end_time) AS t_trace, sum(tokens_input) AS t_input,
+        sum(tokens_cache_read) AS t_cache_read, sum(tokens_cache_create) AS t_cache_create, ${hits.join(", ")}
+      FROM ${traceRelationSql(columns, scope)} WHERE session_id IS NOT NULL GROUP BY t_session`;
+    const sessions = `SELECT session_id AS s_session, min(start_time) AS s_start, max(end_time) AS s_end, sum(error_count) AS s_errors,
+        sum(tokens_total) AS s_tokens, sum(cost_total_microcents) AS s_cost
+      FROM ${this.ch.database}.sessions WHERE ${tenant} AND session_id IN ${sessionIds} GROUP BY s_session`;
+    const relation = `(SELECT s_session AS session_id, t_trace AS trace_id, s_start AS start_time, s_end AS end_time,
+        (toUnixTimestamp64Milli(s_end) - toUnixTimestamp64Milli(s_start)) AS duration_ms, s_errors AS error_count, s_tokens AS tokens_total,
+        s_cost AS cost_total_microcents, t_input AS tokens_input, t_cache_read AS tokens_cache_read, t_cache_create AS tokens_cache_create,
+        ${keys.map((_, index) => `h${index}`).join(", ")}
+      FROM (${sessions}) AS s INNER JOIN (${traces}) AS t ON s.s_session = t.t_session)`;
+    keys.forEach((key, index) => conditions.set(key, `h${index}`));
+    return { params, conditions, from: `${relation} WHERE end_time >= ${sinceSql}` };
   }
 
   /** Measures by stream, in chunks that keep one statement's SQL well under ClickHouse's query size limit. */
-  private static byStream<M extends Measure>(measures: M[]): [Measure["stream"], M[]][] {
-    const groups = new Map<Measure["stream"], M[]>();
+  private static byStream<M extends Measure>(measures: M[]): [Stream, M[]][] {
+    const groups = new Map<Stream, M[]>();
     for (const measure of measures) groups.set(measure.stream, [...(groups.get(measure.stream) ?? []), measure]);
-    const chunks: [Measure["stream"], M[]][] = [];
+    const chunks: [Stream, M[]][] = [];
     for (const [stream, group] of groups) {
       for (let start = 0; start < group.length; start += measuresPerQuery) chunks.push([stream, group.slice(start, start + measuresPerQuery)]);
     }
@@ -210,7 +250,7 @@ export class Measurer {
   }
 
   /**
-   * Items (traces, or spans for span targets) touched since `touchedSince` that match each measure,
+   * Items (traces, sessions, or spans for tool targets) touched since `touchedSince` that match each measure,
    * and that ended after `notBefore` of the measure (its monitor's creation): at most `limit` each.
    */
   async matches(
@@ -228,11 +268,14 @@ export class Measurer {
         const notBefore = msParam(compiled.params, measure.notBefore);
         return `(${compiled.conditions.get(measure.key)} AND end_time >= ${notBefore})`;
       });
-      const recent =
-        stream === "traces"
-          ? `trace_id IN (SELECT trace_id FROM ${this.ch.database}.traces WHERE organization_id = ${compiled.params.bind(project.organizationId, "String")} AND project_id = ${compiled.params.bind(project.id, "String")} AND last_ingested_at > ${touched})`
-          : `ingested_at > ${touched}`;
-      const item = stream === "traces" ? "trace_id" : "span_id";
+      const tenant = `organization_id = ${compiled.params.bind(project.organizationId, "String")} AND project_id = ${compiled.params.bind(project.id, "String")}`;
+      const touchedTraces = `FROM ${this.ch.database}.traces WHERE ${tenant} AND last_ingested_at > ${touched}`;
+      const recent = {
+        traces: `trace_id IN (SELECT trace_id ${touchedTraces})`,
+        sessions: `session_id IN (SELECT assumeNotNull(session_id) ${touchedTraces} AND session_id IS NOT NULL)`,
+        spans: `ingested_at > ${touched}`,
+      }[stream];
+      const item = { traces: "trace_id", sessions: "session_id", spans: "span_id" }[stream];
       const rows = await this.rows<{ item: string; trace_id: string; at: string; hits: number[] }>(
         `SELECT ${item} AS item, trace_id, toString(start_time) AS at, [${hits.join(", ")}] AS hits
          FROM ${compiled.from} AND ${recent} AND (${hits.join(" OR ")})

@@ -89,22 +89,43 @@ function metricColumns(metric: MonitorMetric): TraceColumn[] {
   }
 }
 
-/** SQL of the metric over the rows meeting `condition`, as a Nullable(Float64). */
-export function metricSql(metric: MonitorMetric, stream: Stream, condition: string): string {
+/**
+ * The aggregates a metric needs over the rows of one group, by name. Every monitor of a query shares
+ * one set of aggregates per group (`GROUP BY` the monitor), so a query's size grows with its monitors'
+ * conditions, not with their metrics.
+ */
+function metricAggregates(metric: MonitorMetric, stream: Stream): Record<string, string> {
   const s = streams[stream];
-  const none = `countIf(${condition}) = 0`;
   switch (metric.kind) {
     case "count":
-      return `toFloat64(countIf(${condition}))`;
+      return {};
     case "errorRate":
-      return `if(${none}, NULL, countIf(${s.error} AND ${condition}) / countIf(${condition}))`;
+      return { errors: `countIf(${s.error})` };
     case "cacheHitRate":
-      return `if(sumIf(${s.cacheDenominator}, ${condition}) = 0, NULL, sumIf(${s.cacheRead}, ${condition}) / sumIf(${s.cacheDenominator}, ${condition}))`;
+      return { cache_read: `toFloat64(sum(${s.cacheRead}))`, cache_total: `toFloat64(sum(${s.cacheDenominator}))` };
     default: {
       const value = `toFloat64(${s[metric.field]})`;
-      const aggregate = metric.kind === "median" ? `quantileExactIf(0.5)(${value}, ${condition})` : `${metric.kind}If(${value}, ${condition})`;
-      return metric.kind === "sum" ? `toFloat64(${aggregate})` : `if(${none}, NULL, toFloat64(${aggregate}))`;
+      return { [`${metric.kind}_${metric.field}`]: metric.kind === "median" ? `quantileExact(0.5)(${value})` : `${metric.kind}(${value})` };
     }
+  }
+}
+
+type GroupRow = Record<string, number>;
+
+/** A metric's value from its group's aggregates: without rows, a count or a sum is 0 and the rest is null. */
+function metricValue(metric: MonitorMetric, row: GroupRow | undefined): number | null {
+  const rows = Number(row?.n ?? 0);
+  switch (metric.kind) {
+    case "count":
+      return rows;
+    case "errorRate":
+      return rows ? Number(row!.errors) / rows : null;
+    case "cacheHitRate": {
+      const total = Number(row?.cache_total ?? 0);
+      return total ? Number(row!.cache_read) / total : null;
+    }
+    default:
+      return rows ? Number(row![`${metric.kind}_${metric.field}`]) : metric.kind === "sum" ? 0 : null;
   }
 }
 
@@ -126,31 +147,39 @@ export class Measurer {
     private readonly search: TraceSearch,
   ) {}
 
-  private async rows<T>(query: string, params: QueryParams): Promise<T[]> {
-    const result = await this.ch.client.query({ query, query_params: params.values, format: "JSONEachRow" });
-    return result.json<T>();
+  /** Reads take the store's per-query limits and the organization's share of the engine, as request reads do. */
+  private rows<T>(project: ProjectRef, query: string, params: QueryParams): Promise<T[]> {
+    return this.ch.read<T>(project.organizationId, query, params.values);
   }
 
-  /** The measures of one stream compiled over rows starting from `since` (epoch ms); `extra` adds trace relation columns. */
-  private async compile(project: ProjectRef, stream: Stream, measures: Measure[], since: number, extra: TraceColumn[] = []): Promise<CompiledGroup> {
+  /**
+   * The measures of one stream compiled over rows starting from `since` (epoch ms); with `touchedSince`,
+   * only over items that gained rows ingested after it. `extra` adds trace relation columns.
+   */
+  private async compile(project: ProjectRef, stream: Stream, measures: Measure[], since: number, options: { touchedSince?: number; extra?: TraceColumn[] } = {}): Promise<CompiledGroup> {
     const params = new QueryParams();
     const conditions = new Map<string, string>();
     if (stream === "spans") {
       for (const measure of measures) conditions.set(measure.key, `(${compileSpanFilters(validateSpanFilters(measure.filters), params)})`);
-      const from = `${this.ch.database}.spans WHERE organization_id = ${params.bind(project.organizationId, "String")} AND project_id = ${params.bind(project.id, "String")}
+      let from = `${this.ch.database}.spans WHERE organization_id = ${params.bind(project.organizationId, "String")} AND project_id = ${params.bind(project.id, "String")}
         AND start_time >= ${msParam(params, since)}`;
+      if (options.touchedSince !== undefined) from += ` AND ingested_at > ${msParam(params, options.touchedSince)}`;
       return { params, conditions, from };
     }
     const scope: TraceScope = bindScope(params, this.ch.database, project.organizationId, project.id);
     const sinceSql = msParam(params, since);
     const tenant = `organization_id = ${scope.organizationId} AND project_id = ${scope.projectId}`;
-    // Sessions active since `since`, with every trace of theirs (some may have started before).
-    const sessionIds = `(SELECT session_id FROM ${this.ch.database}.sessions WHERE ${tenant} AND end_time >= ${sinceSql})`;
+    // A roll-up row holds spans ingested up to its `last_ingested_at`: the traces touched since then.
+    const touched = options.touchedSince === undefined ? "" : ` AND last_ingested_at > ${msParam(params, options.touchedSince)}`;
+    // Sessions active since `since` (and touched), with every trace of theirs (some may have started before).
+    const sessionIds = `(SELECT session_id FROM ${this.ch.database}.sessions WHERE ${tenant} AND end_time >= ${sinceSql}${
+      touched && ` AND session_id IN (SELECT assumeNotNull(session_id) FROM ${this.ch.database}.traces WHERE ${tenant}${touched} AND session_id IS NOT NULL)`
+    })`;
     scope.traceIds =
       stream === "sessions"
         ? `(SELECT trace_id FROM ${this.ch.database}.traces WHERE ${tenant} AND session_id IN ${sessionIds})`
-        : `(SELECT trace_id FROM ${this.ch.database}.traces WHERE ${tenant} AND start_time >= ${sinceSql})`;
-    const columns = new Set<TraceColumn>(["start_time", ...extra, ...(stream === "sessions" ? sessionTraceColumns : [])]);
+        : `(SELECT trace_id FROM ${this.ch.database}.traces WHERE ${tenant} AND start_time >= ${sinceSql}${touched})`;
+    const columns = new Set<TraceColumn>(["start_time", ...(options.extra ?? []), ...(stream === "sessions" ? sessionTraceColumns : [])]);
     const context: FilterSqlContext = {
       params,
       database: this.ch.database,
@@ -200,6 +229,22 @@ export class Measurer {
     return chunks;
   }
 
+  /**
+   * The rows of `compiled.from` spread over the groups they belong to (group i: rows meeting
+   * `groups[i]`), with the aggregates of `metrics` per group and `bucket` (when given).
+   */
+  private async grouped(project: ProjectRef, stream: Stream, compiled: CompiledGroup, groups: string[], metrics: MonitorMetric[], bucket?: string) {
+    const aggregates = new Map<string, string>([["n", "count()"]]);
+    for (const metric of metrics) for (const [name, sql] of Object.entries(metricAggregates(metric, stream))) aggregates.set(name, sql);
+    const membership = `arrayJoin(arrayFilter(g -> g >= 0, [${groups.map((condition, index) => `if(${condition}, ${index}, -1)`).join(", ")}]))`;
+    return this.rows<GroupRow & { g: number; bucket?: number }>(
+      project,
+      `SELECT ${membership} AS g, ${bucket ? `${bucket} AS bucket, ` : ""}${[...aggregates].map(([name, sql]) => `${sql} AS ${name}`).join(", ")}
+       FROM ${compiled.from} GROUP BY g${bucket ? ", bucket" : ""}`,
+      compiled.params,
+    );
+  }
+
   /** Each requested window's metric value, keyed `key|index` by the request's index. */
   async windows(project: ProjectRef, measures: Measure[], requests: WindowRequest[]): Promise<Map<string, number | null>> {
     const values = new Map<string, number | null>();
@@ -212,12 +257,12 @@ export class Measurer {
       const since = Math.min(...mine.map(({ request }) => request.from));
       const compiled = await this.compile(project, stream, group, since);
       const time = streams[stream].time;
-      const columns = mine.map(({ request, index }) => {
-        const window = `${compiled.conditions.get(request.key)} AND ${time} >= ${msParam(compiled.params, request.from)} AND ${time} < ${msParam(compiled.params, request.to)}`;
-        return `${metricSql(byKey.get(request.key)!.metric, stream, window)} AS w${index}`;
-      });
-      const [row] = await this.rows<Record<string, number | null>>(`SELECT ${columns.join(", ")} FROM ${compiled.from}`, compiled.params);
-      for (const { request, index } of mine) values.set(`${request.key}|${index}`, row?.[`w${index}`] ?? null);
+      const windows = mine.map(
+        ({ request }) => `${compiled.conditions.get(request.key)} AND ${time} >= ${msParam(compiled.params, request.from)} AND ${time} < ${msParam(compiled.params, request.to)}`,
+      );
+      const rows = await this.grouped(project, stream, compiled, windows, group.map((measure) => measure.metric));
+      const byGroup = new Map(rows.map((row) => [Number(row.g), row]));
+      mine.forEach(({ request, index }, position) => values.set(`${request.key}|${index}`, metricValue(byKey.get(request.key)!.metric, byGroup.get(position))));
     }
     return values;
   }
@@ -232,18 +277,13 @@ export class Measurer {
       const compiled = await this.compile(project, stream, group, now - hours * 3600_000);
       const time = streams[stream].time;
       const nowParam = compiled.params.bind(Math.floor(now), "Int64");
-      const columns = group.map((measure, index) => `${metricSql(measure.metric, stream, compiled.conditions.get(measure.key)!)} AS m${index}`);
-      const rows = await this.rows<Record<string, number | null>>(
-        `SELECT intDiv(${nowParam} - toUnixTimestamp64Milli(${time}), 3600000) AS hour, ${columns.join(", ")}
-         FROM ${compiled.from} AND ${time} < fromUnixTimestamp64Milli(${nowParam}, 'UTC') GROUP BY hour`,
-        compiled.params,
-      );
-      for (const row of rows) {
-        const hour = Number(row.hour);
-        if (hour < 0 || hour >= hours) continue;
-        group.forEach((measure, index) => {
-          series.get(measure.key)![hour] = row[`m${index}`] ?? 0;
-        });
+      compiled.from += ` AND ${time} < fromUnixTimestamp64Milli(${nowParam}, 'UTC')`;
+      const conditions = group.map((measure) => compiled.conditions.get(measure.key)!);
+      const bucket = `intDiv(${nowParam} - toUnixTimestamp64Milli(${time}), 3600000)`;
+      for (const row of await this.grouped(project, stream, compiled, conditions, group.map((measure) => measure.metric), bucket)) {
+        const hour = Number(row.bucket);
+        const measure = group[Number(row.g)]!;
+        if (hour >= 0 && hour < hours) series.get(measure.key)![hour] = metricValue(measure.metric, row) ?? 0;
       }
     }
     return series;
@@ -262,23 +302,16 @@ export class Measurer {
     const found = new Map<string, { itemKey: string; traceId: string; at: string }[]>(measures.map((measure) => [measure.key, []]));
     for (const [stream, group] of Measurer.byStream(measures)) {
       const since = Math.min(...group.map((measure) => measure.notBefore));
-      const compiled = await this.compile(project, stream, group, since - 24 * 3600_000, stream === "traces" ? ["end_time"] : []);
-      const touched = msParam(compiled.params, touchedSince);
+      const compiled = await this.compile(project, stream, group, since - 24 * 3600_000, { touchedSince, extra: stream === "traces" ? ["end_time"] : [] });
       const hits = group.map((measure) => {
         const notBefore = msParam(compiled.params, measure.notBefore);
         return `(${compiled.conditions.get(measure.key)} AND end_time >= ${notBefore})`;
       });
-      const tenant = `organization_id = ${compiled.params.bind(project.organizationId, "String")} AND project_id = ${compiled.params.bind(project.id, "String")}`;
-      const touchedTraces = `FROM ${this.ch.database}.traces WHERE ${tenant} AND last_ingested_at > ${touched}`;
-      const recent = {
-        traces: `trace_id IN (SELECT trace_id ${touchedTraces})`,
-        sessions: `session_id IN (SELECT assumeNotNull(session_id) ${touchedTraces} AND session_id IS NOT NULL)`,
-        spans: `ingested_at > ${touched}`,
-      }[stream];
       const item = { traces: "trace_id", sessions: "session_id", spans: "span_id" }[stream];
       const rows = await this.rows<{ item: string; trace_id: string; at: string; hits: number[] }>(
+        project,
         `SELECT ${item} AS item, trace_id, toString(start_time) AS at, [${hits.join(", ")}] AS hits
-         FROM ${compiled.from} AND ${recent} AND (${hits.join(" OR ")})
+         FROM ${compiled.from} AND (${hits.join(" OR ")})
          ORDER BY start_time LIMIT ${compiled.params.bind(limit * group.length, "UInt32")}`,
         compiled.params,
       );

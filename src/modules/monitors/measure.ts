@@ -90,42 +90,41 @@ function metricColumns(metric: MonitorMetric): TraceColumn[] {
 }
 
 /**
- * The aggregates a metric needs over the rows of one group, by name. Every monitor of a query shares
- * one set of aggregates per group (`GROUP BY` the monitor), so a query's size grows with its monitors'
- * conditions, not with their metrics.
+ * The aggregates a metric needs over the rows of a group that meet `when`, by name. The monitors of a
+ * query share one set of aggregates per window and group by monitor (see `Measurer.grouped`), so the
+ * statement grows with its monitors' conditions, not with conditions times metrics times windows.
  */
-function metricAggregates(metric: MonitorMetric, stream: Stream): Record<string, string> {
+function metricAggregates(metric: MonitorMetric, stream: Stream, when: string): Record<string, string> {
   const s = streams[stream];
   switch (metric.kind) {
     case "count":
       return {};
     case "errorRate":
-      return { errors: `countIf(${s.error})` };
+      return { errors: `countIf((${s.error}) AND ${when})` };
     case "cacheHitRate":
-      return { cache_read: `toFloat64(sum(${s.cacheRead}))`, cache_total: `toFloat64(sum(${s.cacheDenominator}))` };
+      return { cache_read: `toFloat64(sumIf(${s.cacheRead}, ${when}))`, cache_total: `toFloat64(sumIf(${s.cacheDenominator}, ${when}))` };
     default: {
       const value = `toFloat64(${s[metric.field]})`;
-      return { [`${metric.kind}_${metric.field}`]: metric.kind === "median" ? `quantileExact(0.5)(${value})` : `${metric.kind}(${value})` };
+      return { [`${metric.kind}_${metric.field}`]: metric.kind === "median" ? `quantileExactIf(0.5)(${value}, ${when})` : `${metric.kind}If(${value}, ${when})` };
     }
   }
 }
 
 type GroupRow = Record<string, number>;
 
-/** A metric's value from its group's aggregates: without rows, a count or a sum is 0 and the rest is null. */
-function metricValue(metric: MonitorMetric, row: GroupRow | undefined): number | null {
-  const rows = Number(row?.n ?? 0);
+/** A metric's value from the aggregates named `<name>_<window>` of its group: without rows, a count or a sum is 0 and the rest is null. */
+function metricValue(metric: MonitorMetric, row: GroupRow | undefined, window = 0): number | null {
+  const get = (name: string) => Number(row?.[`${name}_${window}`] ?? 0);
+  const rows = get("n");
   switch (metric.kind) {
     case "count":
       return rows;
     case "errorRate":
-      return rows ? Number(row!.errors) / rows : null;
-    case "cacheHitRate": {
-      const total = Number(row?.cache_total ?? 0);
-      return total ? Number(row!.cache_read) / total : null;
-    }
+      return rows ? get("errors") / rows : null;
+    case "cacheHitRate":
+      return get("cache_total") ? get("cache_read") / get("cache_total") : null;
     default:
-      return rows ? Number(row![`${metric.kind}_${metric.field}`]) : metric.kind === "sum" ? 0 : null;
+      return rows ? get(`${metric.kind}_${metric.field}`) : metric.kind === "sum" ? 0 : null;
   }
 }
 
@@ -230,17 +229,24 @@ export class Measurer {
   }
 
   /**
-   * The rows of `compiled.from` spread over the groups they belong to (group i: rows meeting
-   * `groups[i]`), with the aggregates of `metrics` per group and `bucket` (when given).
+   * One row per measure `g` (and `bucket`, when given) with the aggregates of its metric over each of
+   * `windows`: each row of `compiled.from` is repeated for the measures whose condition it meets.
    */
-  private async grouped(project: ProjectRef, stream: Stream, compiled: CompiledGroup, groups: string[], metrics: MonitorMetric[], bucket?: string) {
-    const aggregates = new Map<string, string>([["n", "count()"]]);
-    for (const metric of metrics) for (const [name, sql] of Object.entries(metricAggregates(metric, stream))) aggregates.set(name, sql);
-    const membership = `arrayJoin(arrayFilter(g -> g >= 0, [${groups.map((condition, index) => `if(${condition}, ${index}, -1)`).join(", ")}]))`;
+  private async grouped(project: ProjectRef, stream: Stream, compiled: CompiledGroup, measures: Measure[], windows: string[], bucket?: string) {
+    const aggregates = new Map<string, string>();
+    windows.forEach((when, window) => {
+      aggregates.set(`n_${window}`, `countIf(${when})`);
+      for (const measure of measures) {
+        for (const [name, sql] of Object.entries(metricAggregates(measure.metric, stream, when))) aggregates.set(`${name}_${window}`, sql);
+      }
+    });
+    const hits = measures.map((measure) => `(${compiled.conditions.get(measure.key)})`);
     return this.rows<GroupRow & { g: number; bucket?: number }>(
       project,
-      `SELECT ${membership} AS g, ${bucket ? `${bucket} AS bucket, ` : ""}${[...aggregates].map(([name, sql]) => `${sql} AS ${name}`).join(", ")}
-       FROM ${compiled.from} GROUP BY g${bucket ? ", bucket" : ""}`,
+      `SELECT g, ${bucket ? `${bucket} AS bucket, ` : ""}${[...aggregates].map(([name, sql]) => `${sql} AS ${name}`).join(", ")}
+       FROM (SELECT *, [${hits.join(", ")}] AS hits FROM ${compiled.from})
+       ARRAY JOIN arrayFilter((index, hit) -> hit, range(${measures.length}), hits) AS g
+       GROUP BY g${bucket ? ", bucket" : ""}`,
       compiled.params,
     );
   }
@@ -249,20 +255,27 @@ export class Measurer {
   async windows(project: ProjectRef, measures: Measure[], requests: WindowRequest[]): Promise<Map<string, number | null>> {
     const values = new Map<string, number | null>();
     if (!requests.length) return values;
-    const byKey = new Map(measures.map((measure) => [measure.key, measure]));
     for (const [stream, group] of Measurer.byStream(measures)) {
-      const keys = new Set(group.map((measure) => measure.key));
-      const mine = requests.map((request, index) => ({ request, index })).filter(({ request }) => keys.has(request.key));
+      const position = new Map(group.map((measure, index) => [measure.key, index]));
+      const mine = requests.map((request, index) => ({ request, index })).filter(({ request }) => position.has(request.key));
       if (!mine.length) continue;
-      const since = Math.min(...mine.map(({ request }) => request.from));
-      const compiled = await this.compile(project, stream, group, since);
+      const compiled = await this.compile(project, stream, group, Math.min(...mine.map(({ request }) => request.from)));
       const time = streams[stream].time;
-      const windows = mine.map(
-        ({ request }) => `${compiled.conditions.get(request.key)} AND ${time} >= ${msParam(compiled.params, request.from)} AND ${time} < ${msParam(compiled.params, request.to)}`,
-      );
-      const rows = await this.grouped(project, stream, compiled, windows, group.map((measure) => measure.metric));
-      const byGroup = new Map(rows.map((row) => [Number(row.g), row]));
-      mine.forEach(({ request, index }, position) => values.set(`${request.key}|${index}`, metricValue(byKey.get(request.key)!.metric, byGroup.get(position))));
+      // Monitors mostly share a few windows (the last hour, the one before): each distinct one is aggregated once.
+      const windowIndex = new Map<string, number>();
+      const windows: string[] = [];
+      for (const { request } of mine) {
+        const span = `${request.from}|${request.to}`;
+        if (windowIndex.has(span)) continue;
+        windowIndex.set(span, windows.length);
+        windows.push(`(${time} >= ${msParam(compiled.params, request.from)} AND ${time} < ${msParam(compiled.params, request.to)})`);
+      }
+      const rows = await this.grouped(project, stream, compiled, group, windows);
+      const byMeasure = new Map(rows.map((row) => [Number(row.g), row]));
+      for (const { request, index } of mine) {
+        const measure = position.get(request.key)!;
+        values.set(`${request.key}|${index}`, metricValue(group[measure]!.metric, byMeasure.get(measure), windowIndex.get(`${request.from}|${request.to}`)));
+      }
     }
     return values;
   }
@@ -278,9 +291,8 @@ export class Measurer {
       const time = streams[stream].time;
       const nowParam = compiled.params.bind(Math.floor(now), "Int64");
       compiled.from += ` AND ${time} < fromUnixTimestamp64Milli(${nowParam}, 'UTC')`;
-      const conditions = group.map((measure) => compiled.conditions.get(measure.key)!);
       const bucket = `intDiv(${nowParam} - toUnixTimestamp64Milli(${time}), 3600000)`;
-      for (const row of await this.grouped(project, stream, compiled, conditions, group.map((measure) => measure.metric), bucket)) {
+      for (const row of await this.grouped(project, stream, compiled, group, ["1"], bucket)) {
         const hour = Number(row.bucket);
         const measure = group[Number(row.g)]!;
         if (hour >= 0 && hour < hours) series.get(measure.key)![hour] = metricValue(measure.metric, row) ?? 0;

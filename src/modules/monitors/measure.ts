@@ -322,9 +322,9 @@ export class Measurer {
       const item = { traces: "trace_id", sessions: "session_id", spans: "span_id" }[stream];
       const rows = await this.rows<{ item: string; trace_id: string; at: string; hits: number[] }>(
         project,
-        `SELECT ${item} AS item, trace_id, toString(start_time) AS at, [${hits.join(", ")}] AS hits
-         FROM ${compiled.from} AND (${hits.join(" OR ")})
-         ORDER BY start_time LIMIT ${compiled.params.bind(limit * group.length, "UInt32")}`,
+        `SELECT item, trace_id, at, hits FROM (
+           SELECT ${item} AS item, trace_id, start_time, toString(start_time) AS at, [${hits.join(", ")}] AS hits FROM ${compiled.from})
+         WHERE has(hits, 1) ORDER BY start_time LIMIT ${compiled.params.bind(limit * group.length, "UInt32")}`,
         compiled.params,
       );
       for (const row of rows) {

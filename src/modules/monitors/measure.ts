@@ -301,6 +301,18 @@ export class Measurer {
     return series;
   }
 
+  /** When the project last ingested a span (epoch ms; 0 without any): every stream is fed by spans through the trace roll-up. */
+  async lastIngestedAt(project: ProjectRef): Promise<number> {
+    const params = new QueryParams();
+    const [row] = await this.rows<{ at: number | null }>(
+      project,
+      `SELECT toUnixTimestamp64Milli(max(last_ingested_at)) AS at FROM ${this.ch.database}.traces
+       WHERE organization_id = ${params.bind(project.organizationId, "String")} AND project_id = ${params.bind(project.id, "String")}`,
+      params,
+    );
+    return Number(row?.at ?? 0);
+  }
+
   /**
    * Items (traces, sessions, or spans for tool targets) touched since `touchedSince` that match each measure,
    * and that ended after `notBefore` of the measure (its monitor's creation): at most `limit` each.

@@ -86,6 +86,12 @@ describe("sessions stream", () => {
     const cached = await client.monitors.create(project, {
       body: { trigger: "threshold", name: "cache", target: user, severity: "low", condition: { trigger: "threshold", metric: { kind: "cacheHitRate" }, threshold: { mode: "absolute", value: 0.1 } } },
     });
+    const typical = await client.monitors.create(project, {
+      body: { trigger: "threshold", name: "typical session", target: user, severity: "low", condition: { trigger: "threshold", metric: { kind: "median", field: "duration" }, threshold: { mode: "absolute", value: 10 * minute } } },
+    });
+    const tokens = await client.monitors.create(project, {
+      body: { trigger: "threshold", name: "tokens", target: user, severity: "low", condition: { trigger: "threshold", metric: { kind: "sum", field: "tokens" }, threshold: { mode: "absolute", value: 100 } } },
+    });
     expect((await client.monitors.get(project, long.slug)).target).toMatchObject({ type: "session", stream: "sessions" });
     expect((await client.monitors.get(project, few.slug)).target).toMatchObject({ type: "user", stream: "sessions" });
 
@@ -110,6 +116,9 @@ describe("sessions stream", () => {
     expect((await incidentsOf(client, project, long.slug))[0]?.endedAt).toBeNull();
     expect((await detailsOf(long.id))[0]!.value).toBeCloseTo(20 * minute + 100, -1);
     expect((await detailsOf(cached.id))[0]!.value).toBeCloseTo(0.2, 5);
+    // The median of the two sessions' durations (exact: the upper one) is s-a's; the traces' would be 100 ms.
+    expect((await detailsOf(typical.id))[0]!.value).toBeCloseTo(20 * minute + 100, -1);
+    expect((await detailsOf(tokens.id))[0]!.value).toBe(500);
 
     // A third session, succeeding: 3 sessions is not below 3, and 2 of 3 failing is under 0.9.
     await insertSpans(vigil.ctx, [trace(tenant, now + 10_000, "s-c")]);

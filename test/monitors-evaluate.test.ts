@@ -290,14 +290,9 @@ describe("sessions stream", () => {
     const failing = await client.monitors.create(project, {
       body: { trigger: "threshold", name: "failing sessions", target: user, severity: "high", condition: { trigger: "threshold", metric: { kind: "errorRate" }, threshold: { mode: "absolute", value: 0.9 } } },
     });
+    const session = { type: "session" as const, id: "s-a" };
     const long = await client.monitors.create(project, {
-      body: {
-        trigger: "threshold",
-        name: "long session",
-        target: { type: "session", id: "s-a" },
-        severity: "medium",
-        condition: { trigger: "threshold", metric: { kind: "avg", field: "duration" }, threshold: { mode: "absolute", value: 10 * minute } },
-      },
+      body: { trigger: "threshold", name: "long session", target: session, severity: "medium", condition: { trigger: "threshold", metric: { kind: "avg", field: "duration" }, threshold: { mode: "absolute", value: 10 * minute } } },
     });
     const cached = await client.monitors.create(project, {
       body: { trigger: "threshold", name: "cache", target: user, severity: "low", condition: { trigger: "threshold", metric: { kind: "cacheHitRate" }, threshold: { mode: "absolute", value: 0.1 } } },

@@ -9,7 +9,8 @@ import { compileSpanFilters, validateSpanFilters } from "./span-filters";
 
 /**
  * Measuring monitor targets in ClickHouse, many monitors of a project per query: each monitor's
- * filters become one condition, and its metric an `-If` aggregate under it. Traces are read from
+ * filters become one condition, rows are grouped by the monitors whose condition they meet, and
+ * each group gets the aggregates of its monitor's metric. Traces are read from
  * the trace relation (roll-up), spans (tool targets) from `spans`, sessions from the `sessions`
  * roll-up joined to their traces: a session is in a monitor's stream when one of its traces meets
  * the monitor's (trace) filters, and it is measured as a whole, placed in time by its last activity.

@@ -181,7 +181,7 @@ class ProjectEvaluation {
       if (searchId && !search) continue;
       measures.set(monitor.id, {
         key: monitor.id,
-        stream: monitor.target.stream === "spans" ? "spans" : streamOf(monitor.target.type),
+        stream: streamOf(monitor.target),
         filters: search?.filters ?? ((monitor.config.filterSet ?? {}) as Measure["filters"]),
         query: search ? search.query : (monitor.config.query ?? null),
         metric: monitor.config.condition?.metric ?? monitor.config.metric ?? { kind: "count" },
@@ -193,12 +193,17 @@ class ProjectEvaluation {
   private async match(monitors: MonitorRow[], measures: Map<string, Measure>) {
     if (!monitors.length) return;
     const watermarks = monitors.map((monitor) => this.states.get(monitor.id)!.watermark ?? monitor.created_at.getTime());
-    const found = await this.measurer.matches(
-      this.project,
-      monitors.map((monitor) => ({ ...measures.get(monitor.id)!, notBefore: monitor.created_at.getTime() })),
-      Math.min(...watermarks) - matchOverlapMs,
-      matchesPerEvaluation,
-    );
+    const touchedSince = Math.min(...watermarks) - matchOverlapMs;
+    // Nothing ingested since the oldest watermark: no item can be new, and the match read is skipped.
+    const found =
+      (await this.measurer.lastIngestedAt(this.project)) > touchedSince
+        ? await this.measurer.matches(
+            this.project,
+            monitors.map((monitor) => ({ ...measures.get(monitor.id)!, notBefore: monitor.created_at.getTime() })),
+            touchedSince,
+            matchesPerEvaluation,
+          )
+        : new Map<string, never[]>();
     for (const monitor of monitors) {
       for (const item of found.get(monitor.id) ?? []) {
         await this.open(monitor, { kind: "monitor.match", itemKey: item.itemKey, startedAt: new Date(item.at), details: { traceId: item.traceId, itemKey: item.itemKey, stream: measures.get(monitor.id)!.stream } });

@@ -7,6 +7,7 @@ import { validateTraceFilters, type FilterSet } from "../traces/filters";
 import type { ProjectRef } from "../traces/service";
 import { closeIncident, incidentRowColumns, toIncident, toMonitorIncident, type IncidentRow } from "./incidents";
 import type { AlertCondition, CreateMonitorBody, Incident, Monitor, MonitorConfig, MonitorIncident, MonitorMetric, MonitorTarget, TargetType, UpdateMonitorBody } from "./model";
+import type { Stream } from "./measure";
 import { validateSpanFilters } from "./span-filters";
 
 export type SystemKind = "signal.new" | "signal.regressed" | "signal.escalating";
@@ -85,8 +86,15 @@ export async function ensureSystemMonitors(sql: Queryable, projectId?: string): 
     ON CONFLICT DO NOTHING`;
 }
 
-/** Where a target's filters apply: tools are watched span by span, the rest trace by trace. */
-export const streamOf = (type: TargetType): "traces" | "spans" => (type === "tool" ? "spans" : "traces");
+/**
+ * The stream a target is evaluated over: a tool's spans (span filters), a session as a session, and
+ * otherwise traces, or the sessions having a matching trace when the target asks for `sessions`.
+ */
+export function streamOf(target: Pick<MonitorTarget, "type" | "stream">): Stream {
+  if (target.type === "tool") return "spans";
+  if (target.type === "session") return "sessions";
+  return target.stream === "sessions" ? "sessions" : "traces";
+}
 
 const eq = (value: string) => [{ op: "eq", value }];
 
@@ -96,7 +104,7 @@ async function normalizeTarget(
   findSearch: (slugOrId: string) => Promise<{ id: string; filters: FilterSet; query: string | null }>,
 ): Promise<MonitorTarget> {
   const extra = (target.filterSet ?? {}) as FilterSet;
-  const stream = streamOf(target.type);
+  const stream = streamOf(target);
   const base = { type: target.type, id: target.id, kind: target.type, stream, savedSearchId: null as string | null };
   const needsId = (what: string) => {
     if (!target.id) throw badRequest(`target.id: the ${what} to watch is required`);

@@ -10,6 +10,7 @@ import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { loadConfig } from "../src/config";
 import { createLogger } from "../src/lib/log";
+import { flaggerSlugs } from "../src/modules/projects/model";
 import { startVigil } from "../src/server";
 
 const SIZES = (process.argv.length > 2 ? process.argv.slice(2) : ["170000"]).map((arg) => {
@@ -35,6 +36,12 @@ const { ch } = vigil.ctx;
 const bootstrap = await fetch(`${vigil.url}/v1/account/bootstrap`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
 const account = (await bootstrap.json()) as { apiKey: string; projectSlug: string };
 const [project] = await vigil.ctx.sql<{ id: string; organization_id: string }[]>`SELECT id, organization_id FROM projects WHERE slug = ${account.projectSlug} ORDER BY created_at DESC LIMIT 1`;
+// Reads alone are measured: the flaggers would otherwise examine every loaded trace once it is quiet, in this process.
+await fetch(`${vigil.url}/v1/projects/${account.projectSlug}`, {
+  method: "PATCH",
+  headers: { "content-type": "application/json", authorization: `Bearer ${account.apiKey}` },
+  body: JSON.stringify({ flaggers: Object.fromEntries(flaggerSlugs.map((slug) => [slug, false])) }),
+});
 
 /**
  * Spans generated inside ClickHouse, in batches of whole traces: a root agent span, three chat spans

@@ -111,6 +111,12 @@ describe("monitors through the official 9.15.0 client", () => {
     expect(forTool.items[0]!.target).toMatchObject({ type: "tool", id: "fetch_page", stream: "spans", filterSet: tool.filterSetContains });
     expect((await client.monitors.listForTarget(project, { targetType: "tool", filterSetContains: { toolName: [{ op: "eq", value: "fetch_page" }] } })).items.map((monitor) => monitor.id)).toEqual([forTool.items[0]!.id]);
 
+    // A session is a single item of the sessions stream: its monitor counts the session's traces.
+    const session: ListMonitorsForTargetBody = { targetType: "session", filterSetContains: { sessionId: [{ op: "eq", value: "session-for-target" }] } };
+    const forSession = await client.monitors.listForTarget(project, session);
+    expect(forSession.items).toHaveLength(1);
+    expect(forSession.items[0]!.target).toMatchObject({ type: "session", id: "session-for-target", stream: "traces" });
+
     // Deleted, the next call creates a fresh one; a filter set naming no single entity creates nothing.
     await client.monitors.delete(project, created.slug);
     const recreated = await client.monitors.listForTarget(project, request);

@@ -87,12 +87,13 @@ export async function ensureSystemMonitors(sql: Queryable, projectId?: string): 
 }
 
 /**
- * The stream a target is evaluated over: a tool's spans (span filters), a session as a session, and
- * otherwise traces, or the sessions having a matching trace when the target asks for `sessions`.
+ * The stream a target is evaluated over: a tool's spans (span filters), a session as a session unless the
+ * target asks for its traces, and otherwise traces, or the sessions having a matching trace when the target
+ * asks for `sessions`.
  */
 export function streamOf(target: Pick<MonitorTarget, "type" | "stream">): Stream {
   if (target.type === "tool") return "spans";
-  if (target.type === "session") return "sessions";
+  if (target.type === "session") return target.stream === "traces" ? "traces" : "sessions";
   return target.stream === "sessions" ? "sessions" : "traces";
 }
 
@@ -280,7 +281,9 @@ export class MonitorsService {
     if (!entity) return found;
     const { [identifyingFilter[entity.type]]: _identity, ...extra } = body.filterSetContains;
     if (entity.type === "tool") delete extra.operation;
-    const target = await normalizeTarget({ type: entity.type, id: entity.id, filterSet: extra as never }, (slugOrId) => this.findSearch(project, slugOrId));
+    // A session is one item of its own stream, so its escalating count is taken over its traces.
+    const stream = entity.type === "session" ? ("traces" as const) : undefined;
+    const target = await normalizeTarget({ type: entity.type, id: entity.id, stream, filterSet: extra as never }, (slugOrId) => this.findSearch(project, slugOrId));
     const metric: MonitorMetric = { kind: "count" };
     const condition: AlertCondition = { trigger: "escalating", metric, window: { minutes: 15 } };
     const config: MonitorConfig = { filterSet: target.filterSet, query: null, metric, condition };

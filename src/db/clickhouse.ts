@@ -16,8 +16,9 @@ export interface ClickHouseStore {
   /**
    * Rows of a SELECT run with the read limits (time and memory, per query), within the organization's
    * share of concurrent reads. Limit errors become a 503 (too slow) or a 400 (too much memory) `{error}`.
+   * `settings` are added to the query's own (e.g. `optimize_use_projections: 0`).
    */
-  read<T>(organizationId: string, query: string, params?: Record<string, unknown>): Promise<T[]>;
+  read<T>(organizationId: string, query: string, params?: Record<string, unknown>, settings?: Record<string, number>): Promise<T[]>;
   close(): Promise<void>;
 }
 
@@ -135,11 +136,12 @@ function readerOf(client: ClickHouseClient, limits: ReadLimits, embedded: boolea
   const gate = new OrganizationReadGate(limits.concurrencyPerOrganization ?? (embedded ? 1 : 4));
   const clause = `\nSETTINGS max_execution_time = ${limits.timeoutSeconds}, timeout_overflow_mode = 'throw', max_memory_usage = ${limits.maxMemoryBytes}`;
   const inTurn = embedded ? drainingReads(client) : <T>(read: () => Promise<T>) => read();
-  return (organizationId, query, params = {}) =>
+  return (organizationId, query, params = {}, settings = {}) =>
     gate.run(organizationId, () =>
       inTurn(async () => {
+        const extra = Object.entries(settings).map(([name, value]) => `, ${name} = ${value}`);
         try {
-          const result = await client.query({ query: `${query}${clause}`, query_params: params, format: "JSONEachRow" });
+          const result = await client.query({ query: `${query}${clause}${extra.join("")}`, query_params: params, format: "JSONEachRow" });
           return await result.json();
         } catch (error) {
           throw readError(error, limits);

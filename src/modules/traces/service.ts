@@ -80,6 +80,12 @@ interface PageRow {
   key: string[];
 }
 
+/**
+ * Settings of a read of given traces: through the roll-up's primary key (trace id), never its start-time
+ * projection, which ClickHouse may prefer for a query its columns cover and then scans whole.
+ */
+const byTraceId = { optimize_use_projections: 0 };
+
 /** A statement over the trace relation, built for a fast or an exact read at a snapshot (see `TraceScope.snapshot`). */
 type RelationStatement = (exact: boolean) => Promise<{ query: string; params: QueryParams }> | { query: string; params: QueryParams };
 
@@ -94,8 +100,8 @@ export class TracesService {
   }
 
   /** Every read runs with the store's limits, within the organization's share of reads. */
-  private rows<T>(organizationId: string, query: string, params: QueryParams): Promise<T[]> {
-    return this.ch.read<T>(organizationId, query, params.values);
+  private rows<T>(organizationId: string, query: string, params: QueryParams, settings?: Record<string, number>): Promise<T[]> {
+    return this.ch.read<T>(organizationId, query, params.values, settings);
   }
 
   /**
@@ -122,12 +128,12 @@ export class TracesService {
    * selects `straddles` and keeps straddling traces whatever its conditions (`WHERE straddles OR …`,
    * first in a limited order), so that one is noticed even when its roll-up values would leave it out.
    */
-  private async relationRows<T>(organizationId: string, statement: RelationStatement): Promise<T[]> {
+  private async relationRows<T>(organizationId: string, statement: RelationStatement, settings?: Record<string, number>): Promise<T[]> {
     const fast = await statement(false);
-    const rows = await this.rows<T & { straddles?: number }>(organizationId, fast.query, fast.params);
+    const rows = await this.rows<T & { straddles?: number }>(organizationId, fast.query, fast.params, settings);
     if (!rows.some((row) => row.straddles)) return rows;
     const exact = await statement(true);
-    return this.rows<T>(organizationId, exact.query, exact.params);
+    return this.rows<T>(organizationId, exact.query, exact.params, settings);
   }
 
   /** The compile context of a filter set over a scope; percentiles read the same scope, exactly. */
@@ -188,39 +194,30 @@ export class TracesService {
    * merged time equals one of its rows' times, so every trace within the bound is among the
    * candidates: when the page fills, it is exactly the page of the whole project.
    */
-  private queryPage(project: ProjectRef, walk: PageWalk, candidates: number | null): Promise<PageRow[]> {
+  private async queryPage(project: ProjectRef, walk: PageWalk, candidates: number | null): Promise<PageRow[]> {
+    const sort = sorts[walk.sortBy];
+    const descending = walk.direction === "desc";
+    const cursorKey = walk.cursor ? this.cursorBounds(walk.cursor, sort.key) : null;
+    const bounded = candidates !== null && sort.partial ? await this.pageCandidates(project, walk, sort.partial, candidates, cursorKey?.[0] ?? null) : null;
+    if (bounded?.traceIds.length === 0) return [];
     return this.relationRows<PageRow>(project.organizationId, async (exact) => {
       const params = new QueryParams();
       const scope = bindScope(params, this.database, project.organizationId, project.id);
       scope.snapshot = params.bind(walk.snapshot, "DateTime64(3, 'UTC')");
       scope.exact = exact;
-      const sort = sorts[walk.sortBy];
-      const descending = walk.direction === "desc";
       const conditions: string[] = [];
-      let pageBound = "";
 
-      let cursorTime: string | null = null;
-      if (walk.cursor) {
-        const { key, traceId } = walk.cursor;
-        if (key.length !== sort.key.length || !sort.key.every((part, i) => keyFormats[part.type].test(key[i]))) {
-          throw badRequest("cursor: is not a cursor returned by this list");
-        }
-        const bounds = sort.key.map((part, i) => part.bound(params.bind(key[i], part.type)));
-        cursorTime = bounds[0];
-        conditions.push(`(${[...sort.key.map((part) => part.order), "trace_id"].join(", ")}) ${descending ? "<" : ">"} (${[...bounds, params.bind(traceId, "String")].join(", ")})`);
+      if (walk.cursor && cursorKey) {
+        const bounds = sort.key.map((part, i) => part.bound(params.bind(cursorKey[i], part.type)));
+        conditions.push(`(${[...sort.key.map((part) => part.order), "trace_id"].join(", ")}) ${descending ? "<" : ">"} (${[...bounds, params.bind(walk.cursor.traceId, "String")].join(", ")})`);
       }
 
-      if (candidates !== null && sort.partial) {
-        const column = sort.partial;
-        const rowsPastCursor = `FROM ${this.database}.traces WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId}
-          AND first_ingested_at <= ${scope.snapshot}${cursorTime ? ` AND ${column} ${descending ? "<=" : ">="} ${cursorTime}` : ""}`;
-        pageBound = `WITH (SELECT ${descending ? "min" : "max"}(${column}) FROM (SELECT ${column} ${rowsPastCursor}
-          ORDER BY ${column} ${descending ? "DESC" : "ASC"} LIMIT ${params.bind(candidates, "UInt32")})) AS page_bound `;
-        const withinBound = `${column} ${descending ? ">=" : "<="} page_bound`;
-        scope.traceIds = `(SELECT trace_id ${rowsPastCursor} AND ${withinBound} UNION ALL ${straddlingSql(scope)})`;
-        conditions.push(withinBound);
+      if (bounded && sort.partial) {
+        const pageBound = params.bind(bounded.bound, "DateTime64(9, 'UTC')");
+        scope.traceIds = params.bind(bounded.traceIds, "Array(String)");
+        conditions.push(`${sort.partial} ${descending ? ">=" : "<="} ${pageBound}`);
         // Newest first, the page's traces start at the bound or later, and so do all their spans.
-        if (column === "start_time" && descending) scope.spansStartFrom = "page_bound";
+        if (sort.partial === "start_time" && descending) scope.spansStartFrom = pageBound;
       }
 
       const compiled = compileTraceFilters(walk.filters, this.filterContext(scope, params));
@@ -229,13 +226,52 @@ export class TracesService {
       const search = walk.query ? await this.search.relevanceSql(walk.query, scope, params) : null;
       const from = search ? `${relation} AS trace INNER JOIN ${search} AS match USING (trace_id)` : relation;
       const direction = descending ? "DESC" : "ASC";
-      const query = `${pageBound}SELECT trace_id, [${sort.key.map((part) => part.select).join(", ")}] AS key, straddles
+      const query = `SELECT trace_id, [${sort.key.map((part) => part.select).join(", ")}] AS key, straddles
          FROM ${from}
          WHERE straddles OR (${conditions.join(" AND ")})
          ORDER BY ${["straddles DESC", ...sort.key.map((part) => `${part.order} ${direction}`), `trace_id ${direction}`].join(", ")}
          LIMIT ${params.bind(walk.limit + 1, "UInt32")}`;
       return { query, params };
-    });
+    }, bounded ? byTraceId : undefined);
+  }
+
+  /** The cursor's sort key, checked against the sort's key format. */
+  private cursorBounds(cursor: TraceCursor, key: SortKeyPart[]): string[] {
+    if (cursor.key.length !== key.length || !key.every((part, i) => keyFormats[part.type].test(cursor.key[i]))) {
+      throw badRequest("cursor: is not a cursor returned by this list");
+    }
+    return cursor.key;
+  }
+
+  /**
+   * The bound of a time-sorted page (the `candidates`-th roll-up row's time in sort order, past the
+   * cursor, ingested by the snapshot) and the traces with a row within it, plus the straddling ones.
+   * Read apart from the page's aggregation: these rows come from the roll-up's start-time projection,
+   * and the aggregation of their traces then reads the roll-up by trace id through its primary key.
+   */
+  private async pageCandidates(
+    project: ProjectRef,
+    walk: PageWalk,
+    column: "start_time" | "end_time",
+    candidates: number,
+    cursorTime: string | null,
+  ): Promise<{ bound: string; traceIds: string[] }> {
+    const params = new QueryParams();
+    const scope = bindScope(params, this.database, project.organizationId, project.id);
+    scope.snapshot = params.bind(walk.snapshot, "DateTime64(3, 'UTC')");
+    const descending = walk.direction === "desc";
+    const pastCursor = cursorTime ? ` AND ${column} ${descending ? "<=" : ">="} ${timeKey(column).bound(params.bind(cursorTime, "Int64"))}` : "";
+    const rowsPastCursor = `FROM ${this.database}.traces WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId}
+      AND first_ingested_at <= ${scope.snapshot}${pastCursor}`;
+    const [row] = await this.rows<{ bound: string; trace_ids: string[] }>(
+      project.organizationId,
+      `WITH (SELECT ${descending ? "min" : "max"}(${column}) FROM (SELECT ${column} ${rowsPastCursor}
+         ORDER BY ${column} ${descending ? "DESC" : "ASC"} LIMIT ${params.bind(candidates, "UInt32")})) AS page_bound
+       SELECT toString(page_bound) AS bound, groupUniqArray(trace_id) AS trace_ids
+       FROM (SELECT trace_id ${rowsPastCursor} AND ${column} ${descending ? ">=" : "<="} page_bound UNION ALL ${straddlingSql(scope)})`,
+      params,
+    );
+    return { bound: row?.bound ?? "", traceIds: row?.trace_ids ?? [] };
   }
 
   /**
@@ -287,7 +323,7 @@ export class TracesService {
       return { query: `SELECT * FROM ${traceRelationSql(traceItemColumns, scope)}`, params };
     };
     const [rows, annotations] = await Promise.all([
-      this.relationRows<TraceItemRow>(project.organizationId, statement),
+      this.relationRows<TraceItemRow>(project.organizationId, statement, byTraceId),
       this.annotationCounts(project, traceIds),
     ]);
     const byId = new Map(rows.map((row) => [row.trace_id, row]));
@@ -320,7 +356,7 @@ export class TracesService {
     const params = new QueryParams();
     const scope = bindScope(params, this.database, project.organizationId, project.id);
     scope.traceIds = params.bind([traceId], "Array(String)");
-    const [row] = await this.rows<TraceItemRow & { last_llm_span_id: string }>(project.organizationId, `SELECT * FROM ${traceRelationSql(columns, scope)}`, params);
+    const [row] = await this.rows<TraceItemRow & { last_llm_span_id: string }>(project.organizationId, `SELECT * FROM ${traceRelationSql(columns, scope)}`, params, byTraceId);
     if (!row) throw notFound("Trace");
     return row;
   }

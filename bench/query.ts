@@ -164,6 +164,24 @@ const reads: { name: string; target: number; run: (sample: string[], nextCursor:
   },
 ];
 
+/**
+ * Reads alone are measured, over settled tables: the quiet-trace scan starts after the loaded traces
+ * (it would otherwise examine them all as they go quiet, in this process), and the load's merges finish.
+ */
+async function settle() {
+  await vigil.ctx.sql`
+    INSERT INTO quiet_trace_scan (scanned_until) VALUES (now() + interval '1 day')
+    ON CONFLICT (id) DO UPDATE SET scanned_until = EXCLUDED.scanned_until, scanned_through_trace = '{}'`;
+  const started = performance.now();
+  for (;;) {
+    const merging = await ch.client.query({ query: `SELECT count() AS merges FROM system.merges WHERE database = {database:String}`, query_params: { database: ch.database }, format: "JSONEachRow" });
+    const [{ merges }] = await merging.json<{ merges: string }>();
+    if (Number(merges) === 0) break;
+    await Bun.sleep(1000);
+  }
+  console.log(`merges settled in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+}
+
 /** Empties every table of the bench database, for the next size. */
 async function truncateAll() {
   const result = await ch.client.query({
@@ -183,6 +201,7 @@ try {
     const counted = await ch.client.query({ query: `SELECT count() AS spans, uniqExact(trace_id) AS traces FROM ${ch.database}.spans`, format: "JSONEachRow" });
     const [loaded] = await counted.json<{ spans: number; traces: number }>();
     console.log(`${Number(loaded.spans).toLocaleString("en")} spans, ${Number(loaded.traces).toLocaleString("en")} traces loaded in ${((performance.now() - loadStarted) / 1000).toFixed(1)} s`);
+    await settle();
 
     const latest = (await call("/traces/list", { limit: 200 })) as { items: { traceId: string }[]; nextCursor: string };
     const sample = latest.items.map((item) => item.traceId);

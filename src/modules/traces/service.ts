@@ -78,6 +78,8 @@ interface PageWalk {
 interface PageRow {
   trace_id: string;
   key: string[];
+  /** The trace's item, when the page query read it (see `queryPage`). */
+  item?: TraceItemRow;
 }
 
 /**
@@ -163,7 +165,9 @@ export class TracesService {
     const page = await this.selectPage(project, { sortBy, direction, query, filters, cursor, snapshot, limit });
     const hasMore = page.length > limit;
     const rows = page.slice(0, limit);
-    const items = await this.traceItems(project, rows.map((row) => row.trace_id), snapshot);
+    const items = rows.every((row) => row.item)
+      ? await this.withAnnotationCounts(project, rows.map((row) => row.item!))
+      : await this.traceItems(project, rows.map((row) => row.trace_id), snapshot);
     const last = rows.at(-1);
     const nextCursor =
       hasMore && last
@@ -192,7 +196,9 @@ export class TracesService {
    * among the `candidates` first rows in sort order (past the cursor, ingested by the snapshot), plus
    * the straddling ones, and keeps the traces whose merged time is within that bound. A trace's
    * merged time equals one of its rows' times, so every trace within the bound is among the
-   * candidates: when the page fills, it is exactly the page of the whole project.
+   * candidates: when the page fills, it is exactly the page of the whole project. Unfiltered, that
+   * page reads its traces' items too: the candidates are few, and a second read of the page's traces by
+   * id would touch about as many granules again.
    */
   private async queryPage(project: ProjectRef, walk: PageWalk, candidates: number | null): Promise<PageRow[]> {
     const sort = sorts[walk.sortBy];
@@ -200,7 +206,8 @@ export class TracesService {
     const cursorKey = walk.cursor ? this.cursorBounds(walk.cursor, sort.key) : null;
     const bounded = candidates !== null && sort.partial ? await this.pageCandidates(project, walk, sort.partial, candidates, cursorKey?.[0] ?? null) : null;
     if (bounded?.traceIds.length === 0) return [];
-    return this.relationRows<PageRow>(project.organizationId, async (exact) => {
+    const withItems = bounded !== null && !walk.query && !walk.filters.conditions.length;
+    const rows = await this.relationRows<PageRow & TraceItemRow>(project.organizationId, async (exact) => {
       const params = new QueryParams();
       const scope = bindScope(params, this.database, project.organizationId, project.id);
       scope.snapshot = params.bind(walk.snapshot, "DateTime64(3, 'UTC')");
@@ -222,17 +229,18 @@ export class TracesService {
 
       const compiled = compileTraceFilters(walk.filters, this.filterContext(scope, params));
       conditions.unshift(compiled.where);
-      const relation = traceRelationSql(new Set([...sort.columns, ...compiled.columns]), scope);
+      const relation = traceRelationSql(new Set([...sort.columns, ...compiled.columns, ...(withItems ? traceItemColumns : [])]), scope);
       const search = walk.query ? await this.search.relevanceSql(walk.query, scope, params) : null;
       const from = search ? `${relation} AS trace INNER JOIN ${search} AS match USING (trace_id)` : relation;
       const direction = descending ? "DESC" : "ASC";
-      const query = `SELECT trace_id, [${sort.key.map((part) => part.select).join(", ")}] AS key, straddles
+      const query = `SELECT ${withItems ? "*, " : "trace_id, "}[${sort.key.map((part) => part.select).join(", ")}] AS key${withItems ? "" : ", straddles"}
          FROM ${from}
          WHERE straddles OR (${conditions.join(" AND ")})
          ORDER BY ${["straddles DESC", ...sort.key.map((part) => `${part.order} ${direction}`), `trace_id ${direction}`].join(", ")}
          LIMIT ${params.bind(walk.limit + 1, "UInt32")}`;
       return { query, params };
     }, bounded ? byTraceId : undefined);
+    return withItems ? rows.map(({ key, ...item }) => ({ trace_id: item.trace_id, key, item })) : rows;
   }
 
   /** The cursor's sort key, checked against the sort's key format. */
@@ -331,6 +339,13 @@ export class TracesService {
       const row = byId.get(id);
       return row ? [toTrace(project.organizationId, project.id, row, annotations.get(id))] : [];
     });
+  }
+
+  /** Trace items of rows already read, in their order, with their published annotation counts. */
+  private async withAnnotationCounts(project: ProjectRef, rows: TraceItemRow[]): Promise<Trace[]> {
+    if (!rows.length) return [];
+    const annotations = await this.annotationCounts(project, rows.map((row) => row.trace_id));
+    return rows.map((row) => toTrace(project.organizationId, project.id, row, annotations.get(row.trace_id)));
   }
 
   /** Published annotations per trace and verdict, from the ClickHouse copy of scores. */

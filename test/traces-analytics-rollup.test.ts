@@ -148,7 +148,7 @@ describe("start-time projection of the trace roll-up", () => {
     const sums = async () => {
       const result = await ch.client.query({
         query: `SELECT
-            (SELECT sum(rows) FROM system.projection_parts WHERE database = {database:String} AND table = 'traces' AND name = 'by_start_time' AND active) AS projected,
+            (SELECT sum(rows) FROM system.projection_parts WHERE database = {database:String} AND table = 'traces' AND name = 'by_start_time_with_first_token' AND active) AS projected,
             (SELECT sum(rows) FROM system.parts WHERE database = {database:String} AND table = 'traces' AND active) AS stored`,
         query_params: { database: ch.database },
         format: "JSONEachRow",

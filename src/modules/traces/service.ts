@@ -385,30 +385,28 @@ export class TracesService {
 
   async get(project: ProjectRef, traceId: string): Promise<TraceDetail> {
     const row = await this.traceRow(project, traceId, [...traceItemColumns, "last_llm_span_id"]);
-    const metadataParams = new QueryParams();
-    const messagesParams = new QueryParams();
-    const [metadataRows, [lastLlm], lastLlmLogContents, annotations] = await Promise.all([
-      this.rows<{ metadata: Record<string, string> }>(
+    const params = new QueryParams();
+    const lastLlmSpanId = params.bind(row.last_llm_span_id, "String");
+    // One read of the trace's spans: those carrying metadata, and the last LLM span's messages.
+    const [spanRows, lastLlmLogContents, annotations] = await Promise.all([
+      this.rows<{ metadata: Record<string, string>; is_last_llm: number; system_instructions: string; input_messages: string; output_messages: string }>(
         project.organizationId,
-        `SELECT metadata FROM ${this.database}.spans WHERE ${this.traceSpansWhere(project, row, metadataParams)} AND notEmpty(metadata) ORDER BY start_time, span_id`,
-        metadataParams,
+        `SELECT metadata, span_id = ${lastLlmSpanId} AS is_last_llm, if(is_last_llm, system_instructions, '') AS system_instructions,
+           if(is_last_llm, input_messages, '') AS input_messages, if(is_last_llm, output_messages, '') AS output_messages
+         FROM ${this.database}.spans FINAL
+         WHERE ${this.traceSpansWhere(project, row, params)} AND (notEmpty(metadata) OR is_last_llm)
+         ORDER BY start_time, span_id`,
+        params,
       ),
-      row.last_llm_span_id
-        ? this.rows<{ system_instructions: string; input_messages: string; output_messages: string }>(
-            project.organizationId,
-            `SELECT system_instructions, input_messages, output_messages FROM ${this.database}.spans FINAL
-             WHERE ${this.traceSpansWhere(project, row, messagesParams)} AND span_id = ${messagesParams.bind(row.last_llm_span_id, "String")} LIMIT 1`,
-            messagesParams,
-          )
-        : Promise.resolve([]),
       row.last_llm_span_id ? logContents(this.ch, project.organizationId, project.id, traceId, row.last_llm_span_id) : Promise.resolve(null),
       this.annotationCounts(project, [traceId]),
     ]);
     // Spans in start order; the first span to carry a key gives its value, like the roll-up's ids.
     const metadata: Record<string, string> = {};
-    for (const { metadata: spanMetadata } of metadataRows) {
+    for (const { metadata: spanMetadata } of spanRows) {
       for (const [key, value] of Object.entries(spanMetadata)) if (!(key in metadata)) metadata[key] = value;
     }
+    const lastLlm = row.last_llm_span_id ? spanRows.find((span) => span.is_last_llm) : undefined;
     return {
       ...toTrace(project.organizationId, project.id, row, annotations.get(traceId)),
       metadata,

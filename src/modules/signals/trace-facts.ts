@@ -132,21 +132,20 @@ export async function loadTracesFacts(ch: ClickHouseStore, organizationId: strin
   );
   if (rollups.length === 0) return [];
   const lastLlm = rollups.flatMap((row) => (row.last_llm_span_id ? [row.last_llm_span_id] : []));
-  const spans = await backgroundRead<FactSpanRow>(
-    ch,
-    `
-      SELECT trace_id, span_id, finish_reasons,
-        if(operation = 'execute_tool', [tool_call_id, toString(tool_name), toString(status_code), tool_output], []) AS tool,
-        if(is_last_llm, system_instructions, '') AS system_instructions,
-        if(is_last_llm, input_messages, '') AS input_messages,
-        if(is_last_llm, output_messages, '') AS output_messages
+  // TabSeparated: the message columns are JSON text, which JSONEachRow would escape quote by quote (and
+  // JSON.parse unescape) while TabSeparated copies them as they are but for the rare tab, newline or backslash.
+  const result = await ch.client.query({
+    query: `
+      SELECT trace_id, span_id, toJSONString(finish_reasons),
+        toJSONString(if(operation = 'execute_tool', [tool_call_id, toString(tool_name), toString(status_code), tool_output], [])),
+        if(is_last_llm, system_instructions, ''), if(is_last_llm, input_messages, ''), if(is_last_llm, output_messages, '')
       FROM ${ch.database}.spans
       WHERE organization_id = {organizationId:String} AND project_id = {projectId:String}
         AND start_time BETWEEN {from:DateTime64(9, 'UTC')} AND {to:DateTime64(9, 'UTC')} AND trace_id IN {traceIds:Array(String)}
         AND (notEmpty(finish_reasons) OR operation = 'execute_tool' OR (span_id IN {lastLlm:Array(String)} AS is_last_llm))
       ORDER BY start_time
       LIMIT 1 BY trace_id, span_id`,
-    {
+    query_params: {
       organizationId,
       projectId,
       traceIds: rollups.map((row) => row.trace_id),
@@ -154,6 +153,18 @@ export async function loadTracesFacts(ch: ClickHouseStore, organizationId: strin
       from: rollups.map((row) => row.start_time).sort()[0],
       to: rollups.map((row) => row.end_time).sort().at(-1),
     },
+    format: "TabSeparated",
+  });
+  const spans = tabSeparatedRows(await result.text()).map(
+    ([trace_id, span_id, finishReasons, tool, system_instructions, input_messages, output_messages]): FactSpanRow => ({
+      trace_id: trace_id!,
+      span_id: span_id!,
+      finish_reasons: JSON.parse(finishReasons!),
+      tool: JSON.parse(tool!),
+      system_instructions: system_instructions!,
+      input_messages: input_messages!,
+      output_messages: output_messages!,
+    }),
   );
   const byTrace = new Map(rollups.map((row): [string, TraceSpans] => [row.trace_id, { finishReasons: [], tools: [], lastLlm: null }]));
   const lastLlmOf = new Map(rollups.map((row) => [row.trace_id, row.last_llm_span_id]));
@@ -174,6 +185,17 @@ export async function loadTracesFacts(ch: ClickHouseStore, organizationId: strin
 async function backgroundRead<T>(ch: ClickHouseStore, query: string, params: Record<string, unknown>): Promise<T[]> {
   const result = await ch.client.query({ query, query_params: params, format: "JSONEachRow" });
   return result.json<T>();
+}
+
+const tabSeparatedEscapes: Record<string, string> = { b: "\b", f: "\f", r: "\r", n: "\n", t: "\t", "0": "\0" };
+
+/** The fields of TabSeparated output, unescaped: a backslash escapes the character after it. */
+function tabSeparatedRows(text: string): string[][] {
+  const unescape = (field: string) => (field.includes("\\") ? field.replace(/\\(.)/gs, (_, char: string) => tabSeparatedEscapes[char] ?? char) : field);
+  return text
+    .split("\n")
+    .filter((line) => line !== "")
+    .map((line) => line.split("\t").map(unescape));
 }
 
 /** Builds a trace's facts from its roll-up and spans; the last LLM span's messages are its conversation. */

@@ -115,7 +115,7 @@ describe("deterministic passes", () => {
   });
 
   test("facts keep text exactly: tabs, newlines, backslashes, quotes and non-ASCII in messages, tool outputs and finish reasons", async () => {
-    const awkward = 'tab\there\nnew line \\n not a newline, back\\slash "quoted" \u0000 zero, ñandú 🦆\r\n';
+    const awkward = 'it\'s a tab\there\nnew line \\n not a newline, back\\slash "quoted" \u0000 zero, ñandú 🦆\r\n';
     const system = [{ type: "text", content: `System ${awkward}` }];
     const input = [text("user", awkward), call("c1", "search\tflights", { q: awkward })];
     const output = [{ ...text("assistant", `Answer ${awkward}`), finish_reason: "stop" }];

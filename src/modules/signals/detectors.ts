@@ -143,7 +143,8 @@ export class TraceDetectors {
   private async settleFlagger(facts: TraceFacts, slug: FlaggerSlug, result: FlaggerResult, samplingPercent: number) {
     if (result.reason === "suppressed") return;
     let verdict = result;
-    const judged = result.outcome === "ambiguous" || (result.outcome === "no-match" && sampled(facts.trace.traceId, slug, samplingPercent));
+    // Without a provider no judge runs: a no-match trace is not sampled (the hash per trace and flagger costs more than the pass).
+    const judged = result.outcome === "ambiguous" || (result.outcome === "no-match" && this.model !== null && sampled(facts.trace.traceId, slug, samplingPercent));
     if (result.outcome === "no-match" && !judgeOnlyFlaggers.includes(slug) && !judged) return;
     if (result.outcome !== "matched") {
       if (!judged) return;

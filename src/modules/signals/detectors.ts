@@ -8,7 +8,7 @@ import { scoreStorage } from "../scores/storage";
 import type { ScoreStore } from "../scores/store";
 import { resolveTraceRef } from "../scores/trace-ref";
 import type { FilterSet } from "../traces/filters";
-import { flaggerCriteria, judgeOnlyFlaggers, runFlaggers, type Evidence, type FlaggerResult } from "./flaggers";
+import { flaggerCriteria, runFlaggers, type Evidence, type FlaggerResult } from "./flaggers";
 import { judge, signalsLanguageModel } from "./llm";
 import type { EvaluationSettings } from "./model";
 import { ruleMatches, type SessionMetrics } from "./rules";
@@ -135,17 +135,29 @@ export class TraceDetectors {
     if (enabled.length === 0 && evaluations.length === 0) return;
     for (const facts of await loadTracesFacts(this.ctx.ch, organizationId, projectId, traceIds)) {
       const results = runFlaggers(facts, enabled);
-      for (const slug of enabled) await this.settleFlagger(facts, slug, results.get(slug)!, project.flagger_sampling[slug] ?? flaggerSamplingPercent);
+      for (const slug of enabled) {
+        const result = results.get(slug)!;
+        const judged = this.judged(facts, slug, result, project.flagger_sampling[slug] ?? flaggerSamplingPercent);
+        // Most results are a no-match nobody reviews: nothing to record, and no await per trace and flagger.
+        if (result.outcome === "matched" || judged) await this.settleFlagger(facts, slug, result, judged);
+      }
       for (const evaluation of evaluations) await this.runEvaluation(facts, evaluation);
     }
   }
 
-  private async settleFlagger(facts: TraceFacts, slug: FlaggerSlug, result: FlaggerResult, samplingPercent: number) {
+  /**
+   * Whether the judge reviews a flagger's result: an ambiguous one, or a sampled no-match. Without a
+   * provider no judge runs, so no-match traces are not sampled (the hash per trace and flagger costs
+   * more than most passes). A suppressed result is never reviewed.
+   */
+  private judged(facts: TraceFacts, slug: FlaggerSlug, result: FlaggerResult, samplingPercent: number): boolean {
+    if (result.reason === "suppressed") return false;
+    return result.outcome === "ambiguous" || (result.outcome === "no-match" && this.model !== null && sampled(facts.trace.traceId, slug, samplingPercent));
+  }
+
+  private async settleFlagger(facts: TraceFacts, slug: FlaggerSlug, result: FlaggerResult, judged: boolean) {
     if (result.reason === "suppressed") return;
     let verdict = result;
-    // Without a provider no judge runs: a no-match trace is not sampled (the hash per trace and flagger costs more than the pass).
-    const judged = result.outcome === "ambiguous" || (result.outcome === "no-match" && this.model !== null && sampled(facts.trace.traceId, slug, samplingPercent));
-    if (result.outcome === "no-match" && !judgeOnlyFlaggers.includes(slug) && !judged) return;
     if (result.outcome !== "matched") {
       if (!judged) return;
       const decision = await this.judge(facts, `flagger:${slug}`, flaggerCriteria[slug]);

@@ -1,6 +1,5 @@
 import type { LanguageModel } from "ai";
 import type { Context } from "../../context";
-import { createHash } from "node:crypto";
 import { newId } from "../../lib/ids";
 import { RateLimiter } from "../../lib/rate-limit";
 import { flaggerSlugs, type FlaggerSlug } from "../projects/model";
@@ -34,9 +33,11 @@ interface EvaluationRow {
   sampling: number;
 }
 
-/** Deterministic per trace and detector, so every process samples the same traces. */
-const sampled = (traceId: string, detector: string, percent: number) =>
-  createHash("sha256").update(`${traceId}:${detector}`).digest().readUInt16BE(0) % 100 < percent;
+/**
+ * Deterministic per trace and detector, so every process samples the same traces. A fast non-cryptographic
+ * hash (wyhash): it runs for every trace and flagger, and nothing here needs resistance to collisions.
+ */
+const sampled = (traceId: string, detector: string, percent: number) => Number(Bun.hash(`${traceId}:${detector}`) % 100n) < percent;
 
 /**
  * Runs flaggers and custom-signal evaluations on traces once they are finished: quiet for
@@ -147,8 +148,7 @@ export class TraceDetectors {
 
   /**
    * Whether the judge reviews a flagger's result: an ambiguous one, or a sampled no-match. Without a
-   * provider no judge runs, so no-match traces are not sampled (the hash per trace and flagger costs
-   * more than most passes). A suppressed result is never reviewed.
+   * provider no judge runs, so no-match traces are not sampled at all. A suppressed result is never reviewed.
    */
   private judged(facts: TraceFacts, slug: FlaggerSlug, result: FlaggerResult, samplingPercent: number): boolean {
     if (result.reason === "suppressed") return false;

@@ -113,6 +113,25 @@ describe("deterministic passes", () => {
     const results = await flag([ask], [text("assistant", "Booked!")], ["forgetting", "bluffing", "incompletion"]);
     expect([...results.values()].map((r) => r.outcome)).toEqual(["no-match", "no-match", "no-match"]);
   });
+
+  test("facts keep text exactly: tabs, newlines, backslashes, quotes and non-ASCII in messages, tool outputs and finish reasons", async () => {
+    const awkward = 'it\'s a tab\there\nnew line \\n not a newline, back\\slash "quoted" \u0000 zero, ñandú 🦆\r\n';
+    const system = [{ type: "text", content: `System ${awkward}` }];
+    const input = [text("user", awkward), call("c1", "search\tflights", { q: awkward })];
+    const output = [{ ...text("assistant", `Answer ${awkward}`), finish_reason: "stop" }];
+    const { traceId, rootSpanId } = await insertScoredTrace(vigil.ctx, { ...tenant });
+    const toolOutput = JSON.stringify({ notes: awkward });
+    // The last chat span's messages as an exporter may send them: JSON indented with tabs and newlines.
+    const pretty = (value: unknown) => JSON.stringify(value, null, "\t");
+    await insertSpans(vigil.ctx, [
+      spanRow(tenant, { trace_id: traceId, parent_span_id: rootSpanId, operation: "chat", startMs: Date.now() - 50_000, system_instructions: pretty(system), input_messages: pretty(input), output_messages: pretty(output) }),
+      spanRow(tenant, { trace_id: traceId, span_id: newSpanId(), parent_span_id: rootSpanId, operation: "execute_tool", startMs: Date.now() - 59_000, tool_call_id: "t\\1", tool_name: "look\tup", tool_output: toolOutput, finish_reasons: ["odd\treason\\"] }),
+    ]);
+    const facts = (await loadTraceFacts(vigil.ctx.ch, tenant.organizationId, tenant.projectId, traceId))!;
+    expect(facts.conversation).toEqual([{ role: "system", parts: system }, ...input, ...output]);
+    expect(facts.toolResults).toEqual([{ id: "t\\1", name: "look\tup", response: { notes: awkward }, messageIndex: null }]);
+    expect(facts.finishReasons).toEqual(["odd\treason\\"]);
+  });
 });
 
 describe("on quiet traces", () => {

@@ -1,6 +1,5 @@
 import type { LanguageModel } from "ai";
 import type { Context } from "../../context";
-import { createHash } from "node:crypto";
 import { newId } from "../../lib/ids";
 import { RateLimiter } from "../../lib/rate-limit";
 import { flaggerSlugs, type FlaggerSlug } from "../projects/model";
@@ -8,7 +7,7 @@ import { scoreStorage } from "../scores/storage";
 import type { ScoreStore } from "../scores/store";
 import { resolveTraceRef } from "../scores/trace-ref";
 import type { FilterSet } from "../traces/filters";
-import { flaggerCriteria, judgeOnlyFlaggers, runFlaggers, type Evidence, type FlaggerResult } from "./flaggers";
+import { flaggerCriteria, runFlaggers, type Evidence, type FlaggerResult } from "./flaggers";
 import { judge, signalsLanguageModel } from "./llm";
 import type { EvaluationSettings } from "./model";
 import { ruleMatches, type SessionMetrics } from "./rules";
@@ -34,9 +33,11 @@ interface EvaluationRow {
   sampling: number;
 }
 
-/** Deterministic per trace and detector, so every process samples the same traces. */
-const sampled = (traceId: string, detector: string, percent: number) =>
-  createHash("sha256").update(`${traceId}:${detector}`).digest().readUInt16BE(0) % 100 < percent;
+/**
+ * Deterministic per trace and detector, so every process samples the same traces. A fast non-cryptographic
+ * hash (wyhash): it runs for every trace and flagger, and nothing here needs resistance to collisions.
+ */
+const sampled = (traceId: string, detector: string, percent: number) => Number(Bun.hash(`${traceId}:${detector}`) % 100n) < percent;
 
 /**
  * Runs flaggers and custom-signal evaluations on traces once they are finished: quiet for
@@ -135,16 +136,28 @@ export class TraceDetectors {
     if (enabled.length === 0 && evaluations.length === 0) return;
     for (const facts of await loadTracesFacts(this.ctx.ch, organizationId, projectId, traceIds)) {
       const results = runFlaggers(facts, enabled);
-      for (const slug of enabled) await this.settleFlagger(facts, slug, results.get(slug)!, project.flagger_sampling[slug] ?? flaggerSamplingPercent);
+      for (const slug of enabled) {
+        const result = results.get(slug)!;
+        const judged = this.judged(facts, slug, result, project.flagger_sampling[slug] ?? flaggerSamplingPercent);
+        // Most results are a no-match nobody reviews: nothing to record, and no await per trace and flagger.
+        if (result.outcome === "matched" || judged) await this.settleFlagger(facts, slug, result, judged);
+      }
       for (const evaluation of evaluations) await this.runEvaluation(facts, evaluation);
     }
   }
 
-  private async settleFlagger(facts: TraceFacts, slug: FlaggerSlug, result: FlaggerResult, samplingPercent: number) {
+  /**
+   * Whether the judge reviews a flagger's result: an ambiguous one, or a sampled no-match. Without a
+   * provider no judge runs, so no-match traces are not sampled at all. A suppressed result is never reviewed.
+   */
+  private judged(facts: TraceFacts, slug: FlaggerSlug, result: FlaggerResult, samplingPercent: number): boolean {
+    if (result.reason === "suppressed") return false;
+    return result.outcome === "ambiguous" || (result.outcome === "no-match" && this.model !== null && sampled(facts.trace.traceId, slug, samplingPercent));
+  }
+
+  private async settleFlagger(facts: TraceFacts, slug: FlaggerSlug, result: FlaggerResult, judged: boolean) {
     if (result.reason === "suppressed") return;
     let verdict = result;
-    const judged = result.outcome === "ambiguous" || (result.outcome === "no-match" && sampled(facts.trace.traceId, slug, samplingPercent));
-    if (result.outcome === "no-match" && !judgeOnlyFlaggers.includes(slug) && !judged) return;
     if (result.outcome !== "matched") {
       if (!judged) return;
       const decision = await this.judge(facts, `flagger:${slug}`, flaggerCriteria[slug]);

@@ -203,13 +203,10 @@ const deterministic: Partial<Record<FlaggerSlug, (facts: TraceFacts) => FlaggerR
   laziness: (facts) => laziness(facts, "the agent leaving the work to the user"),
 };
 
-/** Flaggers the LLM judge alone decides. */
-export const judgeOnlyFlaggers: FlaggerSlug[] = ["forgetting", "bluffing", "incompletion"];
-
 /**
  * Runs the deterministic pass of every enabled flagger on one trace, with the suppression rules:
- * refusal is dropped when jailbreaking or nsfw matched, laziness when trashing matched. Judge-only
- * flaggers come back as no-match (the judge samples them).
+ * refusal is dropped when jailbreaking or nsfw matched, laziness when trashing matched. Flaggers without
+ * a deterministic pass (forgetting, bluffing, incompletion) come back as no-match: the judge samples them.
  */
 export function runFlaggers(facts: TraceFacts, enabled: FlaggerSlug[]): Map<FlaggerSlug, FlaggerResult> {
   const results = new Map<FlaggerSlug, FlaggerResult>();

@@ -42,15 +42,13 @@ export interface TraceFacts {
   metrics: TraceMetrics;
 }
 
-/** What detectors read of a trace's spans, one row per trace as the facts query returns it. */
-interface TraceSpansRow {
+/** A trace's roll-up as the facts read returns it: its identity and its metrics, summed at ingest. */
+interface TraceRollupRow {
   trace_id: string;
-  finish_reasons: string[];
-  /** execute_tool spans in time order: [tool_call_id, tool_name, status_code, tool_output]. */
-  tools: [string, string, string, string][];
-  system_instructions: string;
-  input_messages: string;
-  output_messages: string;
+  session_id: string | null;
+  last_llm_span_id: string;
+  start_time: string;
+  end_time: string;
   duration_ms: number;
   cost: number;
   tokens_input: number;
@@ -59,6 +57,28 @@ interface TraceSpansRow {
   tokens_cache_create: number;
   error_count: number;
   span_count: number;
+}
+
+/**
+ * One span the detectors read beyond the roll-up: a span with finish reasons, a tool span, or the
+ * trace's last LLM span, whose message columns alone are sent (empty for the others).
+ */
+interface FactSpanRow {
+  trace_id: string;
+  span_id: string;
+  finish_reasons: string[];
+  /** [tool_call_id, tool_name, status_code, tool_output] of an execute_tool span, else empty. */
+  tool: [string, string, string, string] | [];
+  system_instructions: string;
+  input_messages: string;
+  output_messages: string;
+}
+
+/** What factsOf reads of a trace's spans. */
+interface TraceSpans {
+  finishReasons: string[];
+  tools: [string, string, string, string][];
+  lastLlm: FactSpanRow | null;
 }
 
 export type MessagePart = Record<string, unknown> & { type?: string };
@@ -86,68 +106,76 @@ export async function loadTraceFacts(ch: ClickHouseStore, organizationId: string
 }
 
 /**
- * Facts of several traces of a project in two reads (their roll-ups, then their spans bounded by the
- * traces' time range, with message columns only for each trace's last LLM span), so detectors cost
- * little per trace: callers pass every trace of a tick at once, since a read of the range costs about
- * the same for a few traces as for all of them. Traces not stored are left out.
+ * Facts of several traces of a project in two reads, so detectors cost little per trace: callers pass
+ * every trace of a tick at once, since a read of the range costs about the same for a few traces as for
+ * all of them. First their roll-ups (identity, time range and metrics, summed at ingest); then, within
+ * the traces' time range, only the spans the detectors look at, with the message columns of each
+ * trace's last LLM span alone. Ingest stores a span once (a retried export is folded before the insert);
+ * should a duplicate still sit in a part not merged yet, `LIMIT 1 BY` keeps one copy of each span, which
+ * is all FINAL would do here for much less work. Traces not stored are left out.
  */
 export async function loadTracesFacts(ch: ClickHouseStore, organizationId: string, projectId: string, traceIds: string[]): Promise<TraceFacts[]> {
   if (traceIds.length === 0) return [];
-  const rollups = await backgroundRead<{ trace_id: string; session_id: string | null; last_llm_span_id: string; start_time: string; end_time: string }>(
+  const rollups = await backgroundRead<TraceRollupRow>(
     ch,
     `
       SELECT trace_id, any(session_id) AS session_id, argMaxMerge(last_llm_span_id) AS last_llm_span_id,
-        toString(min(start_time)) AS start_time, toString(max(end_time)) AS end_time
-      FROM ${ch.database}.traces
+        toString(min(start_time)) AS start_time, toString(max(end_time)) AS end_time,
+        toUnixTimestamp64Milli(max(rollup.end_time)) - toUnixTimestamp64Milli(min(rollup.start_time)) AS duration_ms,
+        sum(cost_total_microcents) AS cost, sum(tokens_input) AS tokens_input, sum(tokens_output) AS tokens_output,
+        sum(tokens_cache_read) AS tokens_cache_read, sum(tokens_cache_create) AS tokens_cache_create,
+        sum(error_count) AS error_count, sum(span_count) AS span_count
+      FROM ${ch.database}.traces AS rollup
       WHERE organization_id = {organizationId:String} AND project_id = {projectId:String} AND trace_id IN {traceIds:Array(String)}
       GROUP BY trace_id`,
     { organizationId, projectId, traceIds },
   );
-  const traces = rollups.map(
-    (row): ScoredTrace => ({
-      traceId: row.trace_id,
-      sessionId: row.session_id && row.session_id.length <= maxSessionIdLength ? row.session_id : null,
-      lastLlmSpanId: row.last_llm_span_id || null,
-      startTime: row.start_time,
-      endTime: row.end_time,
-    }),
-  );
-  if (traces.length === 0) return [];
-  // One row per trace, aggregated where the spans are: the messages of its last LLM span only (`IN` is a
-  // set lookup per span), its tool spans, and the sums of its metrics.
-  const rows = await backgroundRead<TraceSpansRow>(
-    ch,
-    `
-      SELECT trace_id,
-        arrayFlatten(arrayMap(span -> span.2, arraySort(groupArray((start_time, finish_reasons))))) AS finish_reasons,
-        arrayMap(tool -> [tool.2, tool.3, tool.4, tool.5],
-          arraySort(groupArrayIf((start_time, tool_call_id, toString(tool_name), toString(status_code), tool_output), operation = 'execute_tool'))) AS tools,
-        anyIf(system_instructions, span_id IN {lastLlm:Array(String)}) AS system_instructions,
-        anyIf(input_messages, span_id IN {lastLlm:Array(String)}) AS input_messages,
-        anyIf(output_messages, span_id IN {lastLlm:Array(String)}) AS output_messages,
-        max(toUnixTimestamp64Milli(end_time)) - min(toUnixTimestamp64Milli(start_time)) AS duration_ms,
-        sumIf(cost_total_microcents, NOT is_usage_wrapper) AS cost,
-        sumIf(tokens_input, NOT is_usage_wrapper) AS tokens_input,
-        sumIf(tokens_output, NOT is_usage_wrapper) AS tokens_output,
-        sumIf(tokens_cache_read, NOT is_usage_wrapper) AS tokens_cache_read,
-        sumIf(tokens_cache_create, NOT is_usage_wrapper) AS tokens_cache_create,
-        countIf(status_code = 'error') AS error_count,
-        count() AS span_count
-      FROM ${ch.database}.spans FINAL
+  if (rollups.length === 0) return [];
+  const lastLlm = rollups.flatMap((row) => (row.last_llm_span_id ? [row.last_llm_span_id] : []));
+  // TabSeparated: the message columns are JSON text, which JSONEachRow would escape quote by quote (and
+  // JSON.parse unescape) while TabSeparated copies them as they are but for the rare tab, newline or backslash.
+  const result = await ch.client.query({
+    query: `
+      SELECT trace_id, span_id, toJSONString(finish_reasons),
+        toJSONString(if(operation = 'execute_tool', [tool_call_id, toString(tool_name), toString(status_code), tool_output], [])),
+        if(is_last_llm, system_instructions, ''), if(is_last_llm, input_messages, ''), if(is_last_llm, output_messages, '')
+      FROM ${ch.database}.spans
       WHERE organization_id = {organizationId:String} AND project_id = {projectId:String}
         AND start_time BETWEEN {from:DateTime64(9, 'UTC')} AND {to:DateTime64(9, 'UTC')} AND trace_id IN {traceIds:Array(String)}
-      GROUP BY trace_id`,
-    {
+        AND (notEmpty(finish_reasons) OR operation = 'execute_tool' OR (span_id IN {lastLlm:Array(String)} AS is_last_llm))
+      ORDER BY start_time
+      LIMIT 1 BY trace_id, span_id`,
+    query_params: {
       organizationId,
       projectId,
-      traceIds: traces.map((trace) => trace.traceId),
-      lastLlm: traces.flatMap((trace) => (trace.lastLlmSpanId ? [trace.lastLlmSpanId] : [])),
-      from: traces.map((trace) => trace.startTime).sort()[0],
-      to: traces.map((trace) => trace.endTime).sort().at(-1),
+      traceIds: rollups.map((row) => row.trace_id),
+      lastLlm,
+      from: rollups.map((row) => row.start_time).sort()[0],
+      to: rollups.map((row) => row.end_time).sort().at(-1),
     },
+    format: "TabSeparated",
+  });
+  const spans = tabSeparatedRows(await result.text()).map(
+    ([trace_id, span_id, finishReasons, tool, system_instructions, input_messages, output_messages]): FactSpanRow => ({
+      trace_id: trace_id!,
+      span_id: span_id!,
+      finish_reasons: JSON.parse(finishReasons!),
+      tool: JSON.parse(tool!),
+      system_instructions: system_instructions!,
+      input_messages: input_messages!,
+      output_messages: output_messages!,
+    }),
   );
-  const byTrace = new Map(rows.map((row) => [row.trace_id, row]));
-  return traces.map((trace) => factsOf(organizationId, projectId, trace, byTrace.get(trace.traceId) ?? null));
+  const byTrace = new Map(rollups.map((row): [string, TraceSpans] => [row.trace_id, { finishReasons: [], tools: [], lastLlm: null }]));
+  const lastLlmOf = new Map(rollups.map((row) => [row.trace_id, row.last_llm_span_id]));
+  for (const span of spans) {
+    const trace = byTrace.get(span.trace_id)!;
+    trace.finishReasons.push(...span.finish_reasons);
+    if (span.tool.length) trace.tools.push(span.tool);
+    // A span id is unique within its trace only: another trace's last LLM span may share it.
+    if (span.span_id === lastLlmOf.get(span.trace_id)) trace.lastLlm = span;
+  }
+  return rollups.map((row) => factsOf(organizationId, projectId, row, byTrace.get(row.trace_id)!));
 }
 
 /**
@@ -159,9 +187,27 @@ async function backgroundRead<T>(ch: ClickHouseStore, query: string, params: Rec
   return result.json<T>();
 }
 
-/** Builds a trace's facts from its spans' row; the last LLM span's messages are its conversation. */
-function factsOf(organizationId: string, projectId: string, trace: ScoredTrace, row: TraceSpansRow | null): TraceFacts {
-  const conversation = row && trace.lastLlmSpanId ? conversationOf(row) : [];
+const tabSeparatedEscapes: Record<string, string> = { b: "\b", f: "\f", r: "\r", n: "\n", t: "\t", "0": "\0" };
+
+/** The fields of TabSeparated output, unescaped: a backslash escapes the character after it. */
+function tabSeparatedRows(text: string): string[][] {
+  const unescape = (field: string) => (field.includes("\\") ? field.replace(/\\(.)/gs, (_, char: string) => tabSeparatedEscapes[char] ?? char) : field);
+  return text
+    .split("\n")
+    .filter((line) => line !== "")
+    .map((line) => line.split("\t").map(unescape));
+}
+
+/** Builds a trace's facts from its roll-up and spans; the last LLM span's messages are its conversation. */
+function factsOf(organizationId: string, projectId: string, rollup: TraceRollupRow, spans: TraceSpans): TraceFacts {
+  const trace: ScoredTrace = {
+    traceId: rollup.trace_id,
+    sessionId: rollup.session_id && rollup.session_id.length <= maxSessionIdLength ? rollup.session_id : null,
+    lastLlmSpanId: rollup.last_llm_span_id || null,
+    startTime: rollup.start_time,
+    endTime: rollup.end_time,
+  };
+  const conversation = conversationOf(spans.lastLlm);
   const toolCalls: ToolCall[] = [];
   const toolResults: ToolResult[] = [];
   conversation.forEach((message, messageIndex) => {
@@ -171,7 +217,7 @@ function factsOf(organizationId: string, projectId: string, trace: ScoredTrace, 
     }
   });
   // Tool executions recorded as spans count as results too (status error is a failed one).
-  for (const [toolCallId, toolName, statusCode, toolOutput] of row?.tools ?? []) {
+  for (const [toolCallId, toolName, statusCode, toolOutput] of spans.tools) {
     const response = statusCode === "error" ? { error: toolOutput || "tool span failed" } : parseJson(toolOutput);
     if (!toolResults.some((known) => known.id && known.id === toolCallId)) {
       toolResults.push({ id: toolCallId || null, name: toolName || null, response, messageIndex: null });
@@ -184,16 +230,16 @@ function factsOf(organizationId: string, projectId: string, trace: ScoredTrace, 
     conversation,
     toolCalls,
     toolResults,
-    finishReasons: row?.finish_reasons ?? [],
+    finishReasons: spans.finishReasons,
     metrics: {
-      durationMs: Number(row?.duration_ms ?? 0),
-      cost: Number(row?.cost ?? 0),
-      tokensInput: Number(row?.tokens_input ?? 0),
-      tokensOutput: Number(row?.tokens_output ?? 0),
-      tokensCacheRead: Number(row?.tokens_cache_read ?? 0),
-      tokensCacheCreate: Number(row?.tokens_cache_create ?? 0),
-      errorCount: Number(row?.error_count ?? 0),
-      spanCount: Number(row?.span_count ?? 0),
+      durationMs: Number(rollup.duration_ms),
+      cost: Number(rollup.cost),
+      tokensInput: Number(rollup.tokens_input),
+      tokensOutput: Number(rollup.tokens_output),
+      tokensCacheRead: Number(rollup.tokens_cache_read),
+      tokensCacheCreate: Number(rollup.tokens_cache_create),
+      errorCount: Number(rollup.error_count),
+      spanCount: Number(rollup.span_count),
     },
   };
 }

@@ -196,35 +196,50 @@ export class TracesService {
    * among the `candidates` first rows in sort order (past the cursor, ingested by the snapshot), plus
    * the straddling ones, and keeps the traces whose merged time is within that bound. A trace's
    * merged time equals one of its rows' times, so every trace within the bound is among the
-   * candidates: when the page fills, it is exactly the page of the whole project. Unfiltered, that
-   * page reads its traces' items too: the candidates are few, and a second read of the page's traces by
-   * id would touch about as many granules again.
+   * candidates: when the page fills, it is exactly the page of the whole project.
+   *
+   * The candidates are read first, in a query of their own; unfiltered, the page then reads their items
+   * too: they are few, and a second read of the page's traces by id would touch about as many granules
+   * again. Filtered without a text query, the candidates are many and touch every granule anyway: they
+   * are a subquery of the page, which spares a round trip and a long list of ids. (A text query keeps the
+   * bound a literal, which bounds its read of spans more tightly.)
    */
   private async queryPage(project: ProjectRef, walk: PageWalk, candidates: number | null): Promise<PageRow[]> {
     const sort = sorts[walk.sortBy];
     const descending = walk.direction === "desc";
     const cursorKey = walk.cursor ? this.cursorBounds(walk.cursor, sort.key) : null;
-    const bounded = candidates !== null && sort.partial ? await this.pageCandidates(project, walk, sort.partial, candidates, cursorKey?.[0] ?? null) : null;
-    if (bounded?.traceIds.length === 0) return [];
-    const withItems = bounded !== null && !walk.query && !walk.filters.conditions.length;
+    const column = candidates !== null ? sort.partial : undefined;
+    const filtered = walk.filters.conditions.length > 0;
+    const withItems = column !== undefined && !walk.query && !filtered;
+    const listed = column && !(filtered && !walk.query) ? await this.pageCandidates(project, walk, column, candidates!, cursorKey?.[0] ?? null) : null;
+    if (listed?.traceIds.length === 0) return [];
     const rows = await this.relationRows<PageRow & TraceItemRow>(project.organizationId, async (exact) => {
       const params = new QueryParams();
       const scope = bindScope(params, this.database, project.organizationId, project.id);
       scope.snapshot = params.bind(walk.snapshot, "DateTime64(3, 'UTC')");
       scope.exact = exact;
       const conditions: string[] = [];
+      let withClause = "";
 
       if (walk.cursor && cursorKey) {
         const bounds = sort.key.map((part, i) => part.bound(params.bind(cursorKey[i], part.type)));
         conditions.push(`(${[...sort.key.map((part) => part.order), "trace_id"].join(", ")}) ${descending ? "<" : ">"} (${[...bounds, params.bind(walk.cursor.traceId, "String")].join(", ")})`);
       }
 
-      if (bounded && sort.partial) {
-        const pageBound = params.bind(bounded.bound, "DateTime64(9, 'UTC')");
-        scope.traceIds = params.bind(bounded.traceIds, "Array(String)");
-        conditions.push(`${sort.partial} ${descending ? ">=" : "<="} ${pageBound}`);
+      if (column) {
+        let pageBound: string;
+        if (listed) {
+          pageBound = params.bind(listed.bound, "DateTime64(9, 'UTC')");
+          scope.traceIds = params.bind(listed.traceIds, "Array(String)");
+        } else {
+          const bound = this.pageBoundSql(params, scope, walk, column, candidates!, cursorKey?.[0] ?? null);
+          withClause = `WITH ${bound.bound} AS page_bound `;
+          pageBound = "page_bound";
+          scope.traceIds = `(${bound.traceIds("page_bound")})`;
+        }
+        conditions.push(`${column} ${descending ? ">=" : "<="} ${pageBound}`);
         // Newest first, the page's traces start at the bound or later, and so do all their spans.
-        if (sort.partial === "start_time" && descending) scope.spansStartFrom = pageBound;
+        if (column === "start_time" && descending) scope.spansStartFrom = pageBound;
       }
 
       const compiled = compileTraceFilters(walk.filters, this.filterContext(scope, params));
@@ -233,13 +248,13 @@ export class TracesService {
       const search = walk.query ? await this.search.relevanceSql(walk.query, scope, params) : null;
       const from = search ? `${relation} AS trace INNER JOIN ${search} AS match USING (trace_id)` : relation;
       const direction = descending ? "DESC" : "ASC";
-      const query = `SELECT ${withItems ? "*, " : "trace_id, "}[${sort.key.map((part) => part.select).join(", ")}] AS key${withItems ? "" : ", straddles"}
+      const query = `${withClause}SELECT ${withItems ? "*, " : "trace_id, "}[${sort.key.map((part) => part.select).join(", ")}] AS key${withItems ? "" : ", straddles"}
          FROM ${from}
          WHERE straddles OR (${conditions.join(" AND ")})
          ORDER BY ${["straddles DESC", ...sort.key.map((part) => `${part.order} ${direction}`), `trace_id ${direction}`].join(", ")}
          LIMIT ${params.bind(walk.limit + 1, "UInt32")}`;
       return { query, params };
-    }, bounded ? byTraceId : undefined);
+    }, listed ? byTraceId : undefined);
     return withItems ? rows.map(({ key, ...item }) => ({ trace_id: item.trace_id, key, item })) : rows;
   }
 
@@ -253,9 +268,25 @@ export class TracesService {
 
   /**
    * The bound of a time-sorted page (the `candidates`-th roll-up row's time in sort order, past the
-   * cursor, ingested by the snapshot) and the traces with a row within it, plus the straddling ones.
-   * Read apart from the page's aggregation: these rows come from the roll-up's start-time projection,
-   * and the aggregation of their traces then reads the roll-up by trace id through its primary key.
+   * cursor, ingested by the snapshot), and the query of the traces with a row within a bound, plus the
+   * straddling ones.
+   */
+  private pageBoundSql(params: QueryParams, scope: TraceScope, walk: PageWalk, column: "start_time" | "end_time", candidates: number, cursorTime: string | null) {
+    const descending = walk.direction === "desc";
+    const pastCursor = cursorTime ? ` AND ${column} ${descending ? "<=" : ">="} ${timeKey(column).bound(params.bind(cursorTime, "Int64"))}` : "";
+    const rowsPastCursor = `FROM ${this.database}.traces WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId}
+      AND first_ingested_at <= ${scope.snapshot}${pastCursor}`;
+    return {
+      bound: `(SELECT ${descending ? "min" : "max"}(${column}) FROM (SELECT ${column} ${rowsPastCursor}
+        ORDER BY ${column} ${descending ? "DESC" : "ASC"} LIMIT ${params.bind(candidates, "UInt32")}))`,
+      traceIds: (bound: string) => `SELECT trace_id ${rowsPastCursor} AND ${column} ${descending ? ">=" : "<="} ${bound} UNION ALL ${straddlingSql(scope)}`,
+    };
+  }
+
+  /**
+   * The page bound and its candidate traces (see `pageBoundSql`), read apart from the page's
+   * aggregation: these rows come from the roll-up's start-time projection, and the aggregation of their
+   * traces then reads the roll-up by trace id through its primary key.
    */
   private async pageCandidates(
     project: ProjectRef,
@@ -267,16 +298,10 @@ export class TracesService {
     const params = new QueryParams();
     const scope = bindScope(params, this.database, project.organizationId, project.id);
     scope.snapshot = params.bind(walk.snapshot, "DateTime64(3, 'UTC')");
-    const descending = walk.direction === "desc";
-    const pastCursor = cursorTime ? ` AND ${column} ${descending ? "<=" : ">="} ${timeKey(column).bound(params.bind(cursorTime, "Int64"))}` : "";
-    const rowsPastCursor = `FROM ${this.database}.traces WHERE organization_id = ${scope.organizationId} AND project_id = ${scope.projectId}
-      AND first_ingested_at <= ${scope.snapshot}${pastCursor}`;
+    const bound = this.pageBoundSql(params, scope, walk, column, candidates, cursorTime);
     const [row] = await this.rows<{ bound: string; trace_ids: string[] }>(
       project.organizationId,
-      `WITH (SELECT ${descending ? "min" : "max"}(${column}) FROM (SELECT ${column} ${rowsPastCursor}
-         ORDER BY ${column} ${descending ? "DESC" : "ASC"} LIMIT ${params.bind(candidates, "UInt32")})) AS page_bound
-       SELECT toString(page_bound) AS bound, groupUniqArray(trace_id) AS trace_ids
-       FROM (SELECT trace_id ${rowsPastCursor} AND ${column} ${descending ? ">=" : "<="} page_bound UNION ALL ${straddlingSql(scope)})`,
+      `WITH ${bound.bound} AS page_bound SELECT toString(page_bound) AS bound, groupUniqArray(trace_id) AS trace_ids FROM (${bound.traceIds("page_bound")})`,
       params,
     );
     return { bound: row?.bound ?? "", traceIds: row?.trace_ids ?? [] };

@@ -208,10 +208,12 @@ export class TracesService {
     const sort = sorts[walk.sortBy];
     const descending = walk.direction === "desc";
     const cursorKey = walk.cursor ? this.cursorBounds(walk.cursor, sort.key) : null;
+    const cursorTime = cursorKey?.[0] ?? null;
     const column = candidates !== null ? sort.partial : undefined;
     const filtered = walk.filters.conditions.length > 0;
     const withItems = column !== undefined && !walk.query && !filtered;
-    const listed = column && !(filtered && !walk.query) ? await this.pageCandidates(project, walk, column, candidates!, cursorKey?.[0] ?? null) : null;
+    const candidatesInline = filtered && !walk.query;
+    const listed = column && !candidatesInline ? await this.pageCandidates(project, walk, column, candidates!, cursorTime) : null;
     if (listed?.traceIds.length === 0) return [];
     const rows = await this.relationRows<PageRow & TraceItemRow>(project.organizationId, async (exact) => {
       const params = new QueryParams();
@@ -232,7 +234,7 @@ export class TracesService {
           pageBound = params.bind(listed.bound, "DateTime64(9, 'UTC')");
           scope.traceIds = params.bind(listed.traceIds, "Array(String)");
         } else {
-          const bound = this.pageBoundSql(params, scope, walk, column, candidates!, cursorKey?.[0] ?? null);
+          const bound = this.pageBoundSql(params, scope, walk, column, candidates!, cursorTime);
           withClause = `WITH ${bound.bound} AS page_bound `;
           pageBound = "page_bound";
           scope.traceIds = `(${bound.traceIds("page_bound")})`;
@@ -360,17 +362,13 @@ export class TracesService {
       this.annotationCounts(project, traceIds),
     ]);
     const byId = new Map(rows.map((row) => [row.trace_id, row]));
-    return traceIds.flatMap((id) => {
-      const row = byId.get(id);
-      return row ? [toTrace(project.organizationId, project.id, row, annotations.get(id))] : [];
-    });
+    return tracesOf(project, traceIds.flatMap((id) => byId.get(id) ?? []), annotations);
   }
 
   /** Trace items of rows already read, in their order, with their published annotation counts. */
   private async withAnnotationCounts(project: ProjectRef, rows: TraceItemRow[]): Promise<Trace[]> {
     if (!rows.length) return [];
-    const annotations = await this.annotationCounts(project, rows.map((row) => row.trace_id));
-    return rows.map((row) => toTrace(project.organizationId, project.id, row, annotations.get(row.trace_id)));
+    return tracesOf(project, rows, await this.annotationCounts(project, rows.map((row) => row.trace_id)));
   }
 
   /** Published annotations per trace and verdict, from the ClickHouse copy of scores. */
@@ -431,7 +429,7 @@ export class TracesService {
     for (const { metadata: spanMetadata } of spanRows) {
       for (const [key, value] of Object.entries(spanMetadata)) if (!(key in metadata)) metadata[key] = value;
     }
-    const lastLlm = row.last_llm_span_id ? spanRows.find((span) => span.is_last_llm) : undefined;
+    const lastLlm = spanRows.find((span) => span.is_last_llm);
     return {
       ...toTrace(project.organizationId, project.id, row, annotations.get(traceId)),
       metadata,
@@ -541,6 +539,10 @@ export class TracesService {
       spans: { total: spans.total?.spans ?? 0, buckets: series(spans, (row) => row.spans) },
     };
   }
+}
+
+function tracesOf(project: ProjectRef, rows: TraceItemRow[], annotations: Map<string, AnnotationCounts>): Trace[] {
+  return rows.map((row) => toTrace(project.organizationId, project.id, row, annotations.get(row.trace_id)));
 }
 
 function parseInstant(field: string, value: string): number {

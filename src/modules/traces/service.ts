@@ -198,11 +198,11 @@ export class TracesService {
    * merged time equals one of its rows' times, so every trace within the bound is among the
    * candidates: when the page fills, it is exactly the page of the whole project.
    *
-   * The candidates are read first, in a query of their own; unfiltered, the page then reads their items
-   * too: they are few, and a second read of the page's traces by id would touch about as many granules
-   * again. Filtered without a text query, the candidates are many and touch every granule anyway: they
-   * are a subquery of the page, which spares a round trip and a long list of ids. (A text query keeps the
-   * bound a literal, which bounds its read of spans more tightly.)
+   * Without a text query the page reads its traces' items too: a second read of the page's traces by id
+   * would touch about as many granules again. Unfiltered, the candidates are read first, in a query of
+   * their own; filtered, they are many and touch every granule anyway: they are a subquery of the page,
+   * which spares a round trip and a long list of ids. (A text query keeps the bound a literal, which
+   * bounds its read of spans more tightly.)
    */
   private async queryPage(project: ProjectRef, walk: PageWalk, candidates: number | null): Promise<PageRow[]> {
     const sort = sorts[walk.sortBy];
@@ -211,7 +211,7 @@ export class TracesService {
     const cursorTime = cursorKey?.[0] ?? null;
     const column = candidates !== null ? sort.partial : undefined;
     const filtered = walk.filters.conditions.length > 0;
-    const withItems = column !== undefined && !walk.query && !filtered;
+    const withItems = column !== undefined && !walk.query;
     const candidatesInline = filtered && !walk.query;
     const listed = column && !candidatesInline ? await this.pageCandidates(project, walk, column, candidates!, cursorTime) : null;
     if (listed?.traceIds.length === 0) return [];

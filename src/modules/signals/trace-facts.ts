@@ -1,3 +1,4 @@
+import type { ResultSet } from "@clickhouse/client";
 import type { ClickHouseStore } from "../../db/clickhouse";
 import type { GenAiMessage } from "../traces/model";
 import { conversationOf } from "../traces/rows";
@@ -59,16 +60,16 @@ interface TraceRollupRow {
   span_count: number;
 }
 
-/**
- * One span the detectors read beyond the roll-up: a span with finish reasons, a tool span, or the
- * trace's last LLM span, whose message columns alone are sent (empty for the others).
- */
+/** A span the detectors read beyond the roll-up: one with finish reasons, or a tool span. */
 interface FactSpanRow {
   trace_id: string;
-  span_id: string;
   finish_reasons: string[];
   /** [tool_call_id, tool_name, status_code, tool_output] of an execute_tool span, else empty. */
   tool: [string, string, string, string] | [];
+}
+
+/** The message columns of a trace's last LLM span. */
+interface LastLlmMessages {
   system_instructions: string;
   input_messages: string;
   output_messages: string;
@@ -78,7 +79,7 @@ interface FactSpanRow {
 interface TraceSpans {
   finishReasons: string[];
   tools: [string, string, string, string][];
-  lastLlm: FactSpanRow | null;
+  lastLlm: LastLlmMessages | null;
 }
 
 export type MessagePart = Record<string, unknown> & { type?: string };
@@ -131,49 +132,48 @@ export async function loadTracesFacts(ch: ClickHouseStore, organizationId: strin
     { organizationId, projectId, traceIds },
   );
   if (rollups.length === 0) return [];
-  const lastLlm = rollups.flatMap((row) => (row.last_llm_span_id ? [row.last_llm_span_id] : []));
-  // TabSeparated: the message columns are JSON text, which JSONEachRow would escape quote by quote (and
-  // JSON.parse unescape) while TabSeparated copies them as they are but for the rare tab, newline or backslash.
-  const result = await ch.client.query({
-    query: `
-      SELECT trace_id, span_id, toJSONString(finish_reasons),
-        toJSONString(if(operation = 'execute_tool', [tool_call_id, toString(tool_name), toString(status_code), tool_output], [])),
-        if(is_last_llm, system_instructions, ''), if(is_last_llm, input_messages, ''), if(is_last_llm, output_messages, '')
+  const range = {
+    organizationId,
+    projectId,
+    traceIds: rollups.map((row) => row.trace_id),
+    from: rollups.map((row) => row.start_time).sort()[0],
+    to: rollups.map((row) => row.end_time).sort().at(-1),
+  };
+  const spansWhere = `organization_id = {organizationId:String} AND project_id = {projectId:String}
+    AND start_time BETWEEN {from:DateTime64(9, 'UTC')} AND {to:DateTime64(9, 'UTC')} AND trace_id IN {traceIds:Array(String)}`;
+  // Two reads: the message columns apart, of the last LLM spans alone, rather than carried (empty or
+  // not) through the other spans' sort and de-duplication.
+  const spans = await backgroundRead<FactSpanRow>(
+    ch,
+    `
+      SELECT trace_id, finish_reasons, if(operation = 'execute_tool', [tool_call_id, toString(tool_name), toString(status_code), tool_output], []) AS tool
       FROM ${ch.database}.spans
-      WHERE organization_id = {organizationId:String} AND project_id = {projectId:String}
-        AND start_time BETWEEN {from:DateTime64(9, 'UTC')} AND {to:DateTime64(9, 'UTC')} AND trace_id IN {traceIds:Array(String)}
-        AND (notEmpty(finish_reasons) OR operation = 'execute_tool' OR (span_id IN {lastLlm:Array(String)} AS is_last_llm))
+      WHERE ${spansWhere} AND (notEmpty(finish_reasons) OR operation = 'execute_tool')
       ORDER BY start_time
       LIMIT 1 BY trace_id, span_id`,
-    query_params: {
-      organizationId,
-      projectId,
-      traceIds: rollups.map((row) => row.trace_id),
-      lastLlm,
-      from: rollups.map((row) => row.start_time).sort()[0],
-      to: rollups.map((row) => row.end_time).sort().at(-1),
-    },
+    range,
+  );
+  // TabSeparated: the message columns are JSON text, which JSONEachRow would escape quote by quote (and
+  // JSON.parse unescape) while TabSeparated copies them as they are but for the rare tab, newline or backslash.
+  const messages = await ch.client.query({
+    query: `
+      SELECT trace_id, span_id, system_instructions, input_messages, output_messages
+      FROM ${ch.database}.spans
+      WHERE ${spansWhere} AND span_id IN {lastLlm:Array(String)}
+      LIMIT 1 BY trace_id, span_id`,
+    query_params: { ...range, lastLlm: rollups.flatMap((row) => (row.last_llm_span_id ? [row.last_llm_span_id] : [])) },
     format: "TabSeparated",
   });
-  const spans = tabSeparatedRows(await result.text()).map(
-    ([trace_id, span_id, finishReasons, tool, system_instructions, input_messages, output_messages]): FactSpanRow => ({
-      trace_id: trace_id!,
-      span_id: span_id!,
-      finish_reasons: JSON.parse(finishReasons!),
-      tool: JSON.parse(tool!),
-      system_instructions: system_instructions!,
-      input_messages: input_messages!,
-      output_messages: output_messages!,
-    }),
-  );
   const byTrace = new Map(rollups.map((row): [string, TraceSpans] => [row.trace_id, { finishReasons: [], tools: [], lastLlm: null }]));
-  const lastLlmOf = new Map(rollups.map((row) => [row.trace_id, row.last_llm_span_id]));
   for (const span of spans) {
     const trace = byTrace.get(span.trace_id)!;
     trace.finishReasons.push(...span.finish_reasons);
     if (span.tool.length) trace.tools.push(span.tool);
+  }
+  const lastLlmOf = new Map(rollups.map((row) => [row.trace_id, row.last_llm_span_id]));
+  for (const [traceId, spanId, system_instructions, input_messages, output_messages] of await tabSeparatedRows(messages)) {
     // A span id is unique within its trace only: another trace's last LLM span may share it.
-    if (span.span_id === lastLlmOf.get(span.trace_id)) trace.lastLlm = span;
+    if (spanId === lastLlmOf.get(traceId!)) byTrace.get(traceId!)!.lastLlm = { system_instructions: system_instructions!, input_messages: input_messages!, output_messages: output_messages! };
   }
   return rollups.map((row) => factsOf(organizationId, projectId, row, byTrace.get(row.trace_id)!));
 }
@@ -189,13 +189,16 @@ async function backgroundRead<T>(ch: ClickHouseStore, query: string, params: Rec
 
 const tabSeparatedEscapes: Record<string, string> = { b: "\b", f: "\f", r: "\r", n: "\n", t: "\t", "0": "\0" };
 
-/** The fields of TabSeparated output, unescaped: a backslash escapes the character after it. */
-function tabSeparatedRows(text: string): string[][] {
+/**
+ * The fields of a TabSeparated result's rows, unescaped: a backslash escapes the character after it. The
+ * rows come from the result's row stream, which decodes each line with `Buffer.toString`; `text()` decodes
+ * with a `TextDecoder`, which under Bun takes tens of times longer for these megabytes of messages.
+ */
+async function tabSeparatedRows(result: ResultSet<"TabSeparated">): Promise<string[][]> {
   const unescape = (field: string) => (field.includes("\\") ? field.replace(/\\(.)/gs, (_, char: string) => tabSeparatedEscapes[char] ?? char) : field);
-  return text
-    .split("\n")
-    .filter((line) => line !== "")
-    .map((line) => line.split("\t").map(unescape));
+  const rows: string[][] = [];
+  for await (const lines of result.stream()) for (const line of lines) rows.push(line.text.split("\t").map(unescape));
+  return rows;
 }
 
 /** Builds a trace's facts from its roll-up and spans; the last LLM span's messages are its conversation. */

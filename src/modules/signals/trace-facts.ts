@@ -107,11 +107,11 @@ export async function loadTraceFacts(ch: ClickHouseStore, organizationId: string
 }
 
 /**
- * Facts of several traces of a project in two reads, so detectors cost little per trace: callers pass
+ * Facts of several traces of a project in three reads, so detectors cost little per trace: callers pass
  * every trace of a tick at once, since a read of the range costs about the same for a few traces as for
  * all of them. First their roll-ups (identity, time range and metrics, summed at ingest); then, within
- * the traces' time range, only the spans the detectors look at, with the message columns of each
- * trace's last LLM span alone. Ingest stores a span once (a retried export is folded before the insert);
+ * the traces' time range, only the spans the detectors look at, and the message columns of each trace's
+ * last LLM span alone. Ingest stores a span once (a retried export is folded before the insert);
  * should a duplicate still sit in a part not merged yet, `LIMIT 1 BY` keeps one copy of each span, which
  * is all FINAL would do here for much less work. Traces not stored are left out.
  */
@@ -141,8 +141,8 @@ export async function loadTracesFacts(ch: ClickHouseStore, organizationId: strin
   };
   const spansWhere = `organization_id = {organizationId:String} AND project_id = {projectId:String}
     AND start_time BETWEEN {from:DateTime64(9, 'UTC')} AND {to:DateTime64(9, 'UTC')} AND trace_id IN {traceIds:Array(String)}`;
-  // Two reads: the message columns apart, of the last LLM spans alone, rather than carried (empty or
-  // not) through the other spans' sort and de-duplication.
+  // The message columns are read apart, of the last LLM spans alone: carried (empty or not) through the
+  // other spans' sort and de-duplication, they cost a third more.
   const spans = await backgroundRead<FactSpanRow>(
     ch,
     `

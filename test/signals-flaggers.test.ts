@@ -4,7 +4,7 @@ import { flaggerSlugs, type FlaggerSlug } from "../src/modules/projects/model";
 import { TraceDetectors } from "../src/modules/signals/detectors";
 import { runFlaggers } from "../src/modules/signals/flaggers";
 import { signalsRuntime } from "../src/modules/signals/runtime";
-import { loadTraceFacts } from "../src/modules/signals/trace-facts";
+import { loadTraceFacts, loadTracesFacts } from "../src/modules/signals/trace-facts";
 import { bootstrapAccount, sharedVigil, startTestVigil } from "./helpers";
 import { insertScoredTrace } from "./fixtures/scored-traces";
 import { insertSpans, newSpanId, newTraceId, spanRow } from "./fixtures/spans";
@@ -131,6 +131,22 @@ describe("deterministic passes", () => {
     expect(facts.conversation).toEqual([{ role: "system", parts: system }, ...input, ...output]);
     expect(facts.toolResults).toEqual([{ id: "t\\1", name: "look\tup", response: { notes: awkward }, messageIndex: null }]);
     expect(facts.finishReasons).toEqual(["odd\treason\\"]);
+  });
+
+  test("facts of many traces read at once each keep their own conversation", async () => {
+    // Conversations of tens of kilobytes each, one row per trace in the messages read.
+    const conversations = Array.from({ length: 24 }, (_, i) => ({
+      input: [text("user", `Question ${i}: ${"where is my parcel?\t".repeat(400 + i)}`)],
+      output: [text("assistant", `Answer ${i}: ${"it ships tomorrow\\n ñ 🦆 ".repeat(600 + i)}`)],
+    }));
+    const traceIds: string[] = [];
+    for (const conversation of conversations) traceIds.push((await insertScoredTrace(vigil.ctx, { ...tenant, ...conversation })).traceId);
+    const facts = await loadTracesFacts(vigil.ctx.ch, tenant.organizationId, tenant.projectId, traceIds);
+    expect(facts.map((fact) => fact.trace.traceId).sort()).toEqual([...traceIds].sort());
+    for (const fact of facts) {
+      const { input, output } = conversations[traceIds.indexOf(fact.trace.traceId)]!;
+      expect(fact.conversation).toEqual([...input, ...output]);
+    }
   });
 });
 

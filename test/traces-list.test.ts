@@ -138,6 +138,13 @@ describe("trace list items", () => {
     expect(gamma).toMatchObject({ sessionId: null, userId: null, simulationId: "simulation0000000000000a", tags: [], timeToFirstTokenNs: 0 });
   });
 
+  test("a filtered page's items are the same items, field for field", async () => {
+    const everything = await client.traces.list(slug);
+    const filtered = await client.traces.list(slug, { filters: { tags: [{ op: "eq", value: "prod" }] } as never });
+    expect(filtered.items.map((item) => nameOf(item.traceId))).toEqual(["delta", "alpha"]);
+    expect(filtered.items).toEqual(everything.items.filter((item) => item.traceId === ids.delta || item.traceId === ids.alpha));
+  });
+
   test("a trace without its root span has null root fields", async () => {
     const orphan = newTraceId();
     const other = await bootstrapAccount(vigil.url);

@@ -185,6 +185,9 @@ describe("trace detail", () => {
     expect(detail).toMatchObject({ positiveAnnotationCount: 2, negativeAnnotationCount: 1 });
     const [item] = (await other.client.traces.list(other.account.projectSlug)).items;
     expect(item).toMatchObject({ positiveAnnotationCount: 2, negativeAnnotationCount: 1 });
+    // A filtered page reads its items in the page query: the same item, counts included.
+    const filtered = await other.client.traces.list(other.account.projectSlug, { filters: { traceId: [{ op: "eq", value: annotated }] } as never });
+    expect(filtered.items).toEqual([item]);
   });
 
   test("an unknown trace is a 404; a malformed id a 400", async () => {

@@ -1,6 +1,7 @@
 import type { ResultSet } from "@clickhouse/client";
 import type { ClickHouseStore } from "../../db/clickhouse";
 import type { GenAiMessage } from "../traces/model";
+import { lacksMessages, mergeLogContents, withLogContents, type LogContents, type MessageColumns } from "../traces/contents";
 import { conversationOf } from "../traces/rows";
 import { maxSessionIdLength } from "../scores/model";
 import type { ScoredTrace } from "../scores/trace-ref";
@@ -63,23 +64,20 @@ interface TraceRollupRow {
 /** A span the detectors read beyond the roll-up: one with finish reasons, or a tool span. */
 interface FactSpanRow {
   trace_id: string;
+  span_id: string;
   finish_reasons: string[];
   /** [tool_call_id, tool_name, status_code, tool_output] of an execute_tool span, else empty. */
   tool: [string, string, string, string] | [];
-}
-
-/** The message columns of a trace's last LLM span. */
-interface LastLlmMessages {
-  system_instructions: string;
-  input_messages: string;
-  output_messages: string;
 }
 
 /** What factsOf reads of a trace's spans. */
 interface TraceSpans {
   finishReasons: string[];
   tools: [string, string, string, string][];
-  lastLlm: LastLlmMessages | null;
+  /** The message columns of the trace's last LLM span, with those sent for it as log records. */
+  lastLlm: MessageColumns | null;
+  /** Whether the last LLM span has finish reasons of its own (else those of its log records count). */
+  lastLlmFinished: boolean;
 }
 
 export type MessagePart = Record<string, unknown> & { type?: string };
@@ -107,13 +105,16 @@ export async function loadTraceFacts(ch: ClickHouseStore, organizationId: string
 }
 
 /**
- * Facts of several traces of a project in three reads, so detectors cost little per trace: callers pass
- * every trace of a tick at once, since a read of the range costs about the same for a few traces as for
- * all of them. First their roll-ups (identity, time range and metrics, summed at ingest); then, within
- * the traces' time range, only the spans the detectors look at, and the message columns of each trace's
- * last LLM span alone. Ingest stores a span once (a retried export is folded before the insert);
- * should a duplicate still sit in a part not merged yet, `LIMIT 1 BY` keeps one copy of each span, which
- * is all FINAL would do here for much less work. Traces not stored are left out.
+ * Facts of several traces of a project in three reads (four with log records), so detectors cost little
+ * per trace: callers pass every trace of a tick at once, since a read of the range costs about the same
+ * for a few traces as for all of them. First their roll-ups (identity, time range and metrics, summed at
+ * ingest); then, within the traces' time range, only the spans the detectors look at, and the message
+ * columns of each trace's last LLM span alone; the fourth, of `span_contents`, only for last LLM spans
+ * lacking a side of their messages, which the OpenTelemetry instrumentations send as log records (the
+ * conversation is the one the trace detail shows, so a flag's message index points into it). Ingest
+ * stores a span once (a retried export is folded before the insert); should a duplicate still sit in a
+ * part not merged yet, `LIMIT 1 BY` keeps one copy of each span, which is all FINAL would do here for
+ * much less work. Traces not stored are left out.
  */
 export async function loadTracesFacts(ch: ClickHouseStore, organizationId: string, projectId: string, traceIds: string[]): Promise<TraceFacts[]> {
   if (traceIds.length === 0) return [];
@@ -146,7 +147,7 @@ export async function loadTracesFacts(ch: ClickHouseStore, organizationId: strin
   const spans = await backgroundRead<FactSpanRow>(
     ch,
     `
-      SELECT trace_id, finish_reasons, if(operation = 'execute_tool', [tool_call_id, toString(tool_name), toString(status_code), tool_output], []) AS tool
+      SELECT trace_id, span_id, finish_reasons, if(operation = 'execute_tool', [tool_call_id, toString(tool_name), toString(status_code), tool_output], []) AS tool
       FROM ${ch.database}.spans
       WHERE ${spansWhere} AND (notEmpty(finish_reasons) OR operation = 'execute_tool')
       ORDER BY start_time
@@ -164,18 +165,55 @@ export async function loadTracesFacts(ch: ClickHouseStore, organizationId: strin
     query_params: { ...range, lastLlm: rollups.flatMap((row) => (row.last_llm_span_id ? [row.last_llm_span_id] : [])) },
     format: "TabSeparated",
   });
-  const byTrace = new Map(rollups.map((row): [string, TraceSpans] => [row.trace_id, { finishReasons: [], tools: [], lastLlm: null }]));
+  const byTrace = new Map(rollups.map((row): [string, TraceSpans] => [row.trace_id, { finishReasons: [], tools: [], lastLlm: null, lastLlmFinished: false }]));
+  const lastLlmOf = new Map(rollups.map((row) => [row.trace_id, row.last_llm_span_id]));
+  // A span id is unique within its trace only: another trace's last LLM span may share it.
+  const isLastLlm = (traceId: string, spanId: string) => spanId !== "" && spanId === lastLlmOf.get(traceId);
   for (const span of spans) {
     const trace = byTrace.get(span.trace_id)!;
     trace.finishReasons.push(...span.finish_reasons);
     if (span.tool.length) trace.tools.push(span.tool);
+    if (span.finish_reasons.length && isLastLlm(span.trace_id, span.span_id)) trace.lastLlmFinished = true;
   }
-  const lastLlmOf = new Map(rollups.map((row) => [row.trace_id, row.last_llm_span_id]));
   for (const [traceId, spanId, system_instructions, input_messages, output_messages] of await tabSeparatedRows(messages)) {
-    // A span id is unique within its trace only: another trace's last LLM span may share it.
-    if (spanId === lastLlmOf.get(traceId!)) byTrace.get(traceId!)!.lastLlm = { system_instructions: system_instructions!, input_messages: input_messages!, output_messages: output_messages! };
+    if (isLastLlm(traceId!, spanId!)) byTrace.get(traceId!)!.lastLlm = { system_instructions: system_instructions!, input_messages: input_messages!, output_messages: output_messages! };
+  }
+  const lacking = rollups.filter((row) => row.last_llm_span_id && lacksMessages(byTrace.get(row.trace_id)!.lastLlm ?? noMessages));
+  for (const [traceId, contents] of await logContentsOf(ch, organizationId, projectId, lacking, isLastLlm)) {
+    const trace = byTrace.get(traceId)!;
+    trace.lastLlm = withLogContents(trace.lastLlm ?? noMessages, contents);
+    if (!trace.lastLlmFinished) trace.finishReasons.push(...contents.finish_reasons);
   }
   return rollups.map((row) => factsOf(organizationId, projectId, row, byTrace.get(row.trace_id)!));
+}
+
+const noMessages: MessageColumns = { system_instructions: "", input_messages: "", output_messages: "" };
+
+/** What the log records sent for these traces' last LLM spans add to them, by trace (`logContents`, for many traces). */
+async function logContentsOf(
+  ch: ClickHouseStore,
+  organizationId: string,
+  projectId: string,
+  rollups: TraceRollupRow[],
+  isLastLlm: (traceId: string, spanId: string) => boolean,
+): Promise<Map<string, LogContents>> {
+  if (rollups.length === 0) return new Map();
+  const result = await ch.client.query({
+    query: `
+      SELECT trace_id, span_id, system_instructions, input_messages, output_messages, toJSONString(finish_reasons)
+      FROM ${ch.database}.span_contents FINAL
+      WHERE organization_id = {organizationId:String} AND project_id = {projectId:String}
+        AND trace_id IN {traceIds:Array(String)} AND span_id IN {spanIds:Array(String)}
+      ORDER BY trace_id, span_id, record_time, record_index`,
+    query_params: { organizationId, projectId, traceIds: rollups.map((row) => row.trace_id), spanIds: rollups.map((row) => row.last_llm_span_id) },
+    format: "TabSeparated",
+  });
+  const records = (await tabSeparatedRows(result)).flatMap(([traceId, spanId, system_instructions, input_messages, output_messages, finishReasons]) =>
+    isLastLlm(traceId!, spanId!)
+      ? [{ traceId: traceId!, contents: { system_instructions: system_instructions!, input_messages: input_messages!, output_messages: output_messages!, finish_reasons: JSON.parse(finishReasons!) as string[] } }]
+      : [],
+  );
+  return new Map([...Map.groupBy(records, (record) => record.traceId)].map(([traceId, ofTrace]) => [traceId, mergeLogContents(ofTrace.map((record) => record.contents))!]));
 }
 
 /**

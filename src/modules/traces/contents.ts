@@ -32,6 +32,11 @@ export async function logContents(
       ORDER BY record_time, record_index`,
     { organizationId, projectId, traceId, spanId },
   );
+  return mergeLogContents(rows);
+}
+
+/** The log records of one span, in record order, as one: each side's messages concatenated; null when there are none. */
+export function mergeLogContents(rows: LogContents[]): LogContents | null {
   if (rows.length === 0) return null;
   const merged: LogContents = { system_instructions: "", input_messages: "", output_messages: "", finish_reasons: [...new Set(rows.flatMap((row) => row.finish_reasons))] };
   for (const side of SIDES) {
@@ -40,6 +45,9 @@ export async function logContents(
   }
   return merged;
 }
+
+/** Whether log records may add to the span's messages: `withLogContents` fills only the sides it lacks. */
+export const lacksMessages = (span: MessageColumns) => SIDES.some((side) => !span[side]);
 
 /** The span's messages (and finish reasons, when it has the column) with those sent as log records: what the span carries itself wins. */
 export function withLogContents<T extends MessageColumns & { finish_reasons?: string[] }>(span: T, contents: LogContents | null): T {

@@ -1,6 +1,7 @@
 import { findEntities } from "../../ingest/redact";
 import type { FlaggerSlug } from "../projects/model";
 import type { ScoreEvidence } from "./model";
+import type { GenAiMessage } from "../traces/model";
 import { isFailedToolResult, messageText, partsOf, type TraceFacts } from "./trace-facts";
 
 export type FlaggerOutcome = "matched" | "ambiguous" | "no-match";
@@ -73,13 +74,32 @@ export const cacheWorthyInputTokens = 4096;
 const noMatch: FlaggerResult = { outcome: "no-match", evidence: null, reason: "" };
 const excerptOf = (text: string, index = 0, length = 160) => text.slice(Math.max(0, index - 20), Math.max(0, index - 20) + length).trim();
 
-const roleMessages = (facts: TraceFacts, role: string) =>
-  facts.conversation.map((message, index) => ({ message, index })).filter((entry) => entry.message.role === role);
+/** A message of the conversation with its place and its text parts joined. */
+interface MessageEntry {
+  message: GenAiMessage;
+  index: number;
+  text: string;
+}
+
+/** The messages of a role; each message's text is joined once per trace, however many flaggers read it. */
+type RoleMessages = (role: string) => MessageEntry[];
+
+function roleMessagesOf(facts: TraceFacts): RoleMessages {
+  const byRole = new Map<string, MessageEntry[]>();
+  return (role) => {
+    let entries = byRole.get(role);
+    if (!entries) {
+      entries = [];
+      for (const [index, message] of facts.conversation.entries()) if (message.role === role) entries.push({ message, index, text: messageText(message) });
+      byRole.set(role, entries);
+    }
+    return entries;
+  };
+}
 
 /** The first message of the role whose text matches a pattern, as evidence. */
-function findPattern(facts: TraceFacts, role: string, patterns: RegExp[]): Evidence | null {
-  for (const { message, index } of roleMessages(facts, role)) {
-    const text = messageText(message);
+function findPattern(roleMessages: RoleMessages, role: string, patterns: RegExp[]): Evidence | null {
+  for (const { index, text } of roleMessages(role)) {
     for (const pattern of patterns) {
       const match = pattern.exec(text);
       if (match) return { messageIndex: index, excerpt: excerptOf(text, match.index) };
@@ -108,9 +128,9 @@ function toolCallErrors(facts: TraceFacts): FlaggerResult {
   return noMatch;
 }
 
-function outputSchemaValidation(facts: TraceFacts): FlaggerResult {
-  for (const { message, index } of roleMessages(facts, "assistant")) {
-    const text = messageText(message).trim();
+function outputSchemaValidation(_facts: TraceFacts, roleMessages: RoleMessages): FlaggerResult {
+  for (const { index, text: untrimmed } of roleMessages("assistant")) {
+    const text = untrimmed.trim();
     if (!text.startsWith("{") && !text.startsWith("[")) continue;
     try {
       JSON.parse(text);
@@ -121,12 +141,10 @@ function outputSchemaValidation(facts: TraceFacts): FlaggerResult {
   return noMatch;
 }
 
-function emptyResponse(facts: TraceFacts): FlaggerResult {
-  const final = roleMessages(facts, "assistant")
-    .filter(({ message }) => !partsOf(message).some((part) => part.type === "tool_call"))
-    .at(-1);
+function emptyResponse(_facts: TraceFacts, roleMessages: RoleMessages): FlaggerResult {
+  const final = roleMessages("assistant").findLast(({ message }) => !partsOf(message).some((part) => part.type === "tool_call"));
   if (!final) return noMatch;
-  const text = messageText(final.message).trim();
+  const text = final.text.trim();
   if (text === "" || /^(.)\1*$/su.test(text)) return { outcome: "matched", evidence: { messageIndex: final.index, excerpt: JSON.stringify(text.slice(0, 40)) }, reason: "an empty final answer" };
   return noMatch;
 }
@@ -140,9 +158,9 @@ function lowCacheHitRate(facts: TraceFacts): FlaggerResult {
   return { outcome: "matched", evidence: { messageIndex: null, excerpt: `cache hit rate ${(rate * 100).toFixed(1)}% of ${total} input tokens` }, reason: "a low prompt-cache hit rate" };
 }
 
-function piiLeakage(facts: TraceFacts): FlaggerResult {
-  for (const { message, index } of roleMessages(facts, "assistant")) {
-    const found = findEntities(messageText(message));
+function piiLeakage(_facts: TraceFacts, roleMessages: RoleMessages): FlaggerResult {
+  for (const { index, text } of roleMessages("assistant")) {
+    const found = findEntities(text);
     if (found.length) return { outcome: "matched", evidence: { messageIndex: index, excerpt: `found ${found.join(", ")}` }, reason: `personal data (${found.join(", ")}) in the output` };
   }
   return noMatch;
@@ -167,10 +185,10 @@ function trashing(facts: TraceFacts): FlaggerResult {
 
 /** Strong (matched) and weak (ambiguous) phrase patterns of a role. */
 function patterns(role: string, strong: RegExp[], weak: RegExp[]) {
-  return (facts: TraceFacts, reason: string): FlaggerResult => {
-    const sure = findPattern(facts, role, strong);
+  return (roleMessages: RoleMessages, reason: string): FlaggerResult => {
+    const sure = findPattern(roleMessages, role, strong);
     if (sure) return { outcome: "matched", evidence: sure, reason };
-    const maybe = findPattern(facts, role, weak);
+    const maybe = findPattern(roleMessages, role, weak);
     return maybe ? { outcome: "ambiguous", evidence: maybe, reason } : noMatch;
   };
 }
@@ -189,18 +207,18 @@ const frustration = patterns("user", [], [/\b(this is (useless|ridiculous|terrib
 const refusal = patterns("assistant", [], [/\b(i('m| am) (sorry|afraid),? (but )?i (can('|no)t|won't|am unable to)|i can('|no)t (help|assist) with (that|this)|i('m| am) (not able|unable) to (help|assist|do that))\b/i]);
 const laziness = patterns("assistant", [], [/\b(you can (do|finish|complete) (it|this|the rest) yourself|left as an exercise|\.\.\. ?\(rest (omitted|of the code)\)|\/\/ (rest of|remaining) (the )?(code|implementation)|todo: implement|i'll leave (that|the rest) to you)\b/i]);
 
-const deterministic: Partial<Record<FlaggerSlug, (facts: TraceFacts) => FlaggerResult>> = {
+const deterministic: Partial<Record<FlaggerSlug, (facts: TraceFacts, roleMessages: RoleMessages) => FlaggerResult>> = {
   "tool-call-errors": toolCallErrors,
   "output-schema-validation": outputSchemaValidation,
   "empty-response": emptyResponse,
   "low-cache-hit-rate": lowCacheHitRate,
   "pii-leakage": piiLeakage,
   trashing,
-  jailbreaking: (facts) => jailbreaking(facts, "an attempt to override the agent's instructions"),
-  nsfw: (facts) => nsfw(facts, "not-safe-for-work content"),
-  frustration: (facts) => frustration(facts, "a frustrated user"),
-  refusal: (facts) => refusal(facts, "a refusal"),
-  laziness: (facts) => laziness(facts, "the agent leaving the work to the user"),
+  jailbreaking: (_facts, roleMessages) => jailbreaking(roleMessages, "an attempt to override the agent's instructions"),
+  nsfw: (_facts, roleMessages) => nsfw(roleMessages, "not-safe-for-work content"),
+  frustration: (_facts, roleMessages) => frustration(roleMessages, "a frustrated user"),
+  refusal: (_facts, roleMessages) => refusal(roleMessages, "a refusal"),
+  laziness: (_facts, roleMessages) => laziness(roleMessages, "the agent leaving the work to the user"),
 };
 
 /**
@@ -210,8 +228,9 @@ const deterministic: Partial<Record<FlaggerSlug, (facts: TraceFacts) => FlaggerR
  */
 export function runFlaggers(facts: TraceFacts, enabled: FlaggerSlug[]): Map<FlaggerSlug, FlaggerResult> {
   const results = new Map<FlaggerSlug, FlaggerResult>();
-  for (const slug of enabled) results.set(slug, deterministic[slug]?.(facts) ?? noMatch);
-  const matched = (slug: FlaggerSlug) => (results.get(slug) ?? deterministic[slug]?.(facts))?.outcome === "matched";
+  const roleMessages = roleMessagesOf(facts);
+  for (const slug of enabled) results.set(slug, deterministic[slug]?.(facts, roleMessages) ?? noMatch);
+  const matched = (slug: FlaggerSlug) => (results.get(slug) ?? deterministic[slug]?.(facts, roleMessages))?.outcome === "matched";
   if (results.has("refusal") && (matched("jailbreaking") || matched("nsfw"))) results.set("refusal", { ...noMatch, reason: "suppressed" });
   if (results.has("laziness") && matched("trashing")) results.set("laziness", { ...noMatch, reason: "suppressed" });
   return results;

@@ -151,6 +151,30 @@ describe("custom signals", () => {
     expect(provider.calls()).toBeGreaterThanOrEqual(3);
   });
 
+  test("patterns run in linear time: RE2 syntax at creation, a catastrophic one does not stall the scan, one stored unrunnable is skipped alone", async () => {
+    const lookbehind = await sdkFailure(client.signals.create(slug, { name: "Lookbehind", description: "x", evaluation: rule([{ type: "text_match", operator: "matches_regex", value: "(?<=order )\\d+" }]) as never }));
+    expect(lookbehind.statusCode).toBe(400);
+    expect(lookbehind.body.error).toContain("conditions.0.value");
+    expect(lookbehind.body.error).toContain("RE2");
+    // Nested quantifiers over a long run of a's that then fails to match: exponential for a backtracking engine.
+    const nested = await client.signals.create(slug, { name: "Nested quantifiers", description: "x", evaluation: rule([{ type: "text_match", scope: "any_user", operator: "matches_regex", value: "^(a+)+$" }]) as never });
+    const stored = await client.signals.create(slug, { name: "Stored before RE2", description: "x", evaluation: rule([{ type: "always" }]) as never });
+    const other = await client.signals.create(slug, { name: "Runs beside it", description: "x", evaluation: rule([{ type: "always" }]) as never });
+    // As an earlier version could store it: a pattern JavaScript compiles and RE2 does not (a lookahead).
+    const unrunnable = { kind: "rule", conditions: [{ type: "text_match", operator: "matches_regex", value: "(?=a)a" }] };
+    await vigil.ctx.sql`UPDATE evaluations SET settings = ${vigil.ctx.sql.json(unrunnable)} WHERE id = ${stored.evaluationId}`;
+    const stalling = await insertScoredTrace(vigil.ctx, { ...tenant, input: [text("user", `${"a".repeat(5000)}!`)] });
+    const matching = await insertScoredTrace(vigil.ctx, { ...tenant, input: [text("user", "aaaa")] });
+    await detectors.runTraces(tenant.organizationId, tenant.projectId, [stalling.traceId, matching.traceId]);
+    const verdicts = await vigil.ctx.sql<{ source_id: string; trace_id: string; passed: boolean }[]>`
+      SELECT source_id, trace_id, passed FROM scores WHERE trace_id IN ${vigil.ctx.sql([stalling.traceId, matching.traceId])} AND source = 'evaluation'`;
+    const passed = (evaluationId: string, traceId: string) => verdicts.filter((score) => score.source_id === evaluationId && score.trace_id === traceId).map((score) => score.passed);
+    expect(passed(nested.evaluationId, stalling.traceId)).toEqual([true]);
+    expect(passed(nested.evaluationId, matching.traceId)).toEqual([false]);
+    expect(verdicts.filter((score) => score.source_id === stored.evaluationId)).toEqual([]);
+    expect([passed(other.evaluationId, stalling.traceId), passed(other.evaluationId, matching.traceId)]).toEqual([[false], [false]]);
+  });
+
   test("resolving with keepMonitoring false stops the evaluation; a recurrence regresses a resolved signal", async () => {
     const stop = await client.signals.create(slug, { name: "stopped", description: "x", evaluation: rule([{ type: "always" }]) as never });
     const keep = await client.signals.create(slug, { name: "kept", description: "x", evaluation: rule([{ type: "always" }]) as never });

@@ -10,7 +10,7 @@ import type { FilterSet } from "../traces/filters";
 import { flaggerCriteria, runFlaggers, type Evidence, type FlaggerResult } from "./flaggers";
 import { judge, signalsLanguageModel } from "./llm";
 import type { EvaluationSettings } from "./model";
-import { ruleMatches, type SessionMetrics } from "./rules";
+import { invalidPattern, ruleMatches, type SessionMetrics } from "./rules";
 import { signalsRuntime } from "./runtime";
 import { loadTracesFacts, transcript, type TraceFacts, type TraceMetrics } from "./trace-facts";
 
@@ -129,9 +129,11 @@ export class TraceDetectors {
     const [project] = await this.ctx.sql<{ flaggers: Record<string, boolean>; flagger_sampling: Record<string, number> }[]>`
       SELECT flaggers, flagger_sampling FROM projects WHERE id = ${projectId} AND organization_id = ${organizationId} AND deleted_at IS NULL`;
     if (!project) return;
-    const evaluations = await this.ctx.sql<EvaluationRow[]>`
-      SELECT id, signal_id, name, settings, filters, hash, sampling FROM evaluations
-      WHERE project_id = ${projectId} AND archived_at IS NULL AND deleted_at IS NULL AND sampling > 0`;
+    const evaluations = (
+      await this.ctx.sql<EvaluationRow[]>`
+        SELECT id, signal_id, name, settings, filters, hash, sampling FROM evaluations
+        WHERE project_id = ${projectId} AND archived_at IS NULL AND deleted_at IS NULL AND sampling > 0`
+    ).filter((evaluation) => this.runnable(evaluation));
     const enabled = flaggerSlugs.filter((slug) => project.flaggers[slug] !== false);
     if (enabled.length === 0 && evaluations.length === 0) return;
     for (const facts of await loadTracesFacts(this.ctx.ch, organizationId, projectId, traceIds)) {
@@ -142,8 +144,18 @@ export class TraceDetectors {
         // Most results are a no-match nobody reviews: nothing to record, and no await per trace and flagger.
         if (result.outcome === "matched" || judged) await this.settleFlagger(facts, slug, result, judged);
       }
-      for (const evaluation of evaluations) await this.runEvaluation(facts, evaluation);
+      for (const evaluation of evaluations) {
+        // One evaluation failing on a trace (its embeddings endpoint down, say) leaves the others and the flaggers be.
+        await this.runEvaluation(facts, evaluation).catch((error: Error) => this.ctx.log.warn("custom signal evaluation failed", { evaluationId: evaluation.id, traceId: facts.trace.traceId, error }));
+      }
     }
+  }
+
+  /** Whether an evaluation can run: a rule stored with a pattern RE2 refuses (accepted before patterns were checked as RE2) is skipped. */
+  private runnable(evaluation: EvaluationRow): boolean {
+    const invalid = evaluation.settings.kind === "rule" ? invalidPattern(evaluation.settings) : null;
+    if (invalid) this.ctx.log.warn("custom signal evaluation skipped: its pattern is not valid RE2", { evaluationId: evaluation.id, condition: invalid.index, reason: invalid.reason });
+    return !invalid;
   }
 
   /**

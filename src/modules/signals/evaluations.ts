@@ -7,6 +7,7 @@ import { describeValueError } from "../../lib/validation";
 import { validateTraceFilters } from "../traces/filters";
 import type { ProjectRef } from "../traces/service";
 import { EvaluationSettings, type CreateSignalBody } from "./model";
+import { invalidPattern } from "./rules";
 import type { SignalRow } from "./service";
 
 /** What a custom signal's detector may be; scripts are a 400 that says so. */
@@ -22,16 +23,9 @@ function evaluationSettings(evaluation: CreateSignalBody["evaluation"]): Evaluat
     throw badRequest(`evaluation.settings${error.path.replaceAll("/", ".")}: ${describeValueError(error as Parameters<typeof describeValueError>[0])}`);
   }
   const settings = evaluation.settings as EvaluationSettings;
-  if (settings.kind === "rule") {
-    settings.conditions.forEach((condition, index) => {
-      if (condition.type === "text_match" && condition.operator.endsWith("regex")) {
-        try {
-          new RegExp(condition.value);
-        } catch {
-          throw badRequest(`evaluation.settings.conditions.${index}.value: is not a valid regular expression`);
-        }
-      }
-    });
+  const invalid = settings.kind === "rule" ? invalidPattern(settings) : null;
+  if (invalid) {
+    throw badRequest(`evaluation.settings.conditions.${invalid.index}.value: is not a valid regular expression in RE2 syntax (no lookarounds or backreferences): ${invalid.reason}`);
   }
   return settings;
 }

@@ -1,9 +1,41 @@
+import { RE2JS } from "re2js";
 import { calibratedSimilarity } from "./discovery";
 import { cosine, type FeedbackEmbedder } from "./embedding";
 import type { EvaluationSettings, RuleCondition } from "./model";
 import { isFailedToolResult, messageText, partsOf, type TraceFacts, type TraceMetrics } from "./trace-facts";
 
 type Rule = Extract<EvaluationSettings, { kind: "rule" }>;
+type TextMatch = Extract<RuleCondition, { type: "text_match" }>;
+
+const compiledPatterns = new WeakMap<TextMatch, RE2JS>();
+
+/**
+ * A `text_match` condition's regular expression, in RE2 syntax, run by RE2's linear-time matcher (re2js):
+ * a pattern a project member writes runs in the event loop on every quiet trace, and with a backtracking
+ * engine one like `(a+)+$` would stall the process. Compiled once per condition object (one scan's
+ * evaluations); throws on a pattern RE2 does not accept (lookarounds, backreferences).
+ */
+function conditionPattern(condition: TextMatch): RE2JS {
+  let pattern = compiledPatterns.get(condition);
+  if (!pattern) {
+    pattern = RE2JS.compile(condition.value, condition.caseSensitive ? 0 : RE2JS.CASE_INSENSITIVE);
+    compiledPatterns.set(condition, pattern);
+  }
+  return pattern;
+}
+
+/** The first regular expression of a rule that cannot run, with why; null when every one compiles. */
+export function invalidPattern(rule: Rule): { index: number; reason: string } | null {
+  for (const [index, condition] of rule.conditions.entries()) {
+    if (condition.type !== "text_match" || !condition.operator.endsWith("regex")) continue;
+    try {
+      conditionPattern(condition);
+    } catch (error) {
+      return { index, reason: (error as Error).message };
+    }
+  }
+  return null;
+}
 type Comparison = "gt" | "gte" | "lt" | "lte";
 
 const compare = (left: number, operator: Comparison, right: number) =>
@@ -70,7 +102,7 @@ export async function conditionHolds(condition: RuleCondition, facts: TraceFacts
       return true;
     case "text_match": {
       const texts = scopeTexts(facts, condition.scope ?? "conversation");
-      const regex = condition.operator.endsWith("regex") ? new RegExp(condition.value, condition.caseSensitive ? "u" : "iu") : null;
+      const regex = condition.operator.endsWith("regex") ? conditionPattern(condition) : null;
       const needle = condition.caseSensitive ? condition.value : condition.value.toLowerCase();
       const found = texts.some((text) => (regex ? regex.test(text) : (condition.caseSensitive ? text : text.toLowerCase()).includes(needle)));
       return condition.operator.startsWith("not_") ? !found : found;

@@ -6,7 +6,7 @@ import { alignmentMetrics, refreshAlignment } from "../src/modules/signals/align
 import { TraceDetectors } from "../src/modules/signals/detectors";
 import { signalsRuntime } from "../src/modules/signals/runtime";
 import { bootstrapAccount, startTestVigil } from "./helpers";
-import { insertScoredTrace } from "./fixtures/scored-traces";
+import { insertScoredTrace, refuseScoresOf } from "./fixtures/scored-traces";
 import { insertSpans, newSpanId, spanRow } from "./fixtures/spans";
 import { startFakeProvider, type FakeProvider } from "./fixtures/fake-provider";
 import { sdkFailure } from "./sdk";
@@ -173,6 +173,25 @@ describe("custom signals", () => {
     expect(passed(nested.evaluationId, matching.traceId)).toEqual([false]);
     expect(verdicts.filter((score) => score.source_id === stored.evaluationId)).toEqual([]);
     expect([passed(other.evaluationId, stalling.traceId), passed(other.evaluationId, matching.traceId)]).toEqual([[false], [false]]);
+  });
+
+  test("a verdict commits with its claim: a failure storing it leaves the trace to the next run, which writes it once", async () => {
+    const signal = await client.signals.create(slug, { name: "claimed with its verdict", description: "x", evaluation: rule([{ type: "always" }]) as never });
+    const { traceId } = await insertScoredTrace(vigil.ctx, { ...tenant });
+    const verdicts = async () => [...(await vigil.ctx.sql<{ id: string }[]>`SELECT id FROM scores WHERE trace_id = ${traceId} AND source_id = ${signal.evaluationId}`)];
+    const claims = async () => [
+      ...(await vigil.ctx.sql<{ score_id: string | null }[]>`
+        SELECT score_id FROM trace_detector_runs WHERE trace_id = ${traceId} AND detector = ${`evaluation:${signal.evaluationId}`}`),
+    ];
+    const lift = await refuseScoresOf(vigil.ctx, traceId);
+    await detectors.runTrace(tenant.organizationId, tenant.projectId, traceId);
+    expect([await verdicts(), await claims()]).toEqual([[], []]);
+    await lift();
+    await detectors.runTrace(tenant.organizationId, tenant.projectId, traceId);
+    await detectors.runTrace(tenant.organizationId, tenant.projectId, traceId);
+    const written = await verdicts();
+    expect(written).toHaveLength(1);
+    expect(await claims()).toEqual([{ score_id: written[0]!.id }]);
   });
 
   test("resolving with keepMonitoring false stops the evaluation; a recurrence regresses a resolved signal", async () => {

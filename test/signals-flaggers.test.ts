@@ -11,7 +11,7 @@ import { runFlaggers } from "../src/modules/signals/flaggers";
 import { signalsRuntime } from "../src/modules/signals/runtime";
 import { loadTraceFacts, loadTracesFacts } from "../src/modules/signals/trace-facts";
 import { bootstrapAccount, sharedVigil, startTestVigil } from "./helpers";
-import { insertScoredTrace } from "./fixtures/scored-traces";
+import { insertScoredTrace, refuseScoresOf } from "./fixtures/scored-traces";
 import { insertSpans, newSpanId, newTraceId, spanRow } from "./fixtures/spans";
 import { startFakeProvider, type FakeProvider } from "./fixtures/fake-provider";
 
@@ -230,6 +230,29 @@ describe("messages sent as OTLP log records", () => {
       SELECT metadata FROM scores WHERE trace_id = ${fromLogs.traceId} AND metadata->>'flagger' = 'jailbreaking'`;
     const detail = await sdk.client.traces.get(sdk.slug, fromLogs.traceId);
     expect(detail.conversation[flagged!.metadata.messageIndex]).toEqual(jailbreak as never);
+  });
+});
+
+describe("a flag and the verdict that claims it", () => {
+  test("a failure between them leaves neither: the trace is flagged on the next run, once", async () => {
+    const { traceId } = await insertScoredTrace(vigil.ctx, { ...tenant, input: [ask], output: [text("assistant", '{"flights": [')] });
+    const detectors = new TraceDetectors(vigil.ctx);
+    const runs = async () => [
+      ...(await vigil.ctx.sql<{ detector: string; outcome: string; score_id: string | null }[]>`
+        SELECT detector, outcome, score_id FROM trace_detector_runs WHERE project_id = ${tenant.projectId} AND trace_id = ${traceId}`),
+    ];
+    const flags = async () => [...(await vigil.ctx.sql<{ id: string; metadata: { flagger: string } }[]>`SELECT id, metadata FROM scores WHERE trace_id = ${traceId}`)];
+    const lift = await refuseScoresOf(vigil.ctx, traceId);
+    await expect(detectors.runTrace(tenant.organizationId, tenant.projectId, traceId)).rejects.toThrow("score refused by the test");
+    expect(await runs()).toEqual([]);
+    expect(await flags()).toEqual([]);
+    await lift();
+    await detectors.runTrace(tenant.organizationId, tenant.projectId, traceId);
+    await detectors.runTrace(tenant.organizationId, tenant.projectId, traceId);
+    const [flag, ...more] = await flags();
+    expect(more).toEqual([]);
+    expect(flag!.metadata.flagger).toBe("output-schema-validation");
+    expect(await runs()).toEqual([{ detector: "output-schema-validation", outcome: "matched", score_id: flag!.id }]);
   });
 });
 

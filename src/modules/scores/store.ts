@@ -95,6 +95,18 @@ const toRecord = (row: ScoreRow): ScoreRecord => ({
   updatedAt: row.updated_at,
 });
 
+async function insertRow(tx: Queryable, score: NewScore): Promise<ScoreRow> {
+  const [inserted] = await tx<ScoreRow[]>`
+    INSERT INTO scores (id, organization_id, project_id, source, source_id, trace_id, span_id, session_id, simulation_id,
+      signal_id, value, passed, feedback, error, duration, tokens, cost, metadata, annotator_id, drafted_at)
+    VALUES (${score.id}, ${score.organizationId}, ${score.projectId}, ${score.source}, ${score.sourceId}, ${score.traceId},
+      ${score.spanId}, ${score.sessionId}, ${score.simulationId}, ${score.signalId}, ${score.value}, ${score.passed},
+      ${score.feedback}, ${score.error}, ${score.duration}, ${score.tokens}, ${score.cost}, ${tx.json(score.metadata as never)},
+      ${score.annotatorId}, ${score.draftedAt})
+    RETURNING *`;
+  return inserted!;
+}
+
 export interface TracePageKey {
   createdAtMicros: string;
   id: string;
@@ -119,18 +131,16 @@ export class ScoreStore {
   ) {}
 
   async insert(score: NewScore): Promise<ScoreRecord> {
-    const row = await this.write(async (tx) => {
-      const [inserted] = await tx<ScoreRow[]>`
-        INSERT INTO scores (id, organization_id, project_id, source, source_id, trace_id, span_id, session_id, simulation_id,
-          signal_id, value, passed, feedback, error, duration, tokens, cost, metadata, annotator_id, drafted_at)
-        VALUES (${score.id}, ${score.organizationId}, ${score.projectId}, ${score.source}, ${score.sourceId}, ${score.traceId},
-          ${score.spanId}, ${score.sessionId}, ${score.simulationId}, ${score.signalId}, ${score.value}, ${score.passed},
-          ${score.feedback}, ${score.error}, ${score.duration}, ${score.tokens}, ${score.cost}, ${tx.json(score.metadata as never)},
-          ${score.annotatorId}, ${score.draftedAt})
-        RETURNING *`;
-      return inserted;
-    });
-    return toRecord(row!);
+    return toRecord((await this.write((tx) => insertRow(tx, score)))!);
+  }
+
+  /**
+   * Inserts the score only when `claim`, run first in the same transaction, returns true: what claims
+   * the right to write it (a detector's verdict on a trace) commits with it or not at all.
+   */
+  async insertClaimed(score: NewScore, claim: (tx: Queryable) => Promise<boolean>): Promise<ScoreRecord | null> {
+    const row = await this.write(async (tx) => ((await claim(tx)) ? insertRow(tx, score) : undefined));
+    return row ? toRecord(row) : null;
   }
 
   async get(projectId: string, id: string, source: ScoreSource): Promise<ScoreRecord | null> {

@@ -1,10 +1,11 @@
 import type { LanguageModel } from "ai";
 import type { Context } from "../../context";
+import type { Queryable } from "../../db/postgres";
 import { newId } from "../../lib/ids";
 import { RateLimiter } from "../../lib/rate-limit";
 import { flaggerSlugs, type FlaggerSlug } from "../projects/model";
 import { scoreStorage } from "../scores/storage";
-import type { ScoreStore } from "../scores/store";
+import type { NewScore, ScoreStore } from "../scores/store";
 import { resolveTraceRef } from "../scores/trace-ref";
 import type { FilterSet } from "../traces/filters";
 import { flaggerCriteria, runFlaggers, type Evidence, type FlaggerResult } from "./flaggers";
@@ -175,39 +176,40 @@ export class TraceDetectors {
       const decision = await this.judge(facts, `flagger:${slug}`, flaggerCriteria[slug]);
       if (decision === null) {
         // No provider (or over the rate limit): an ambiguous trace is recorded as not flagged.
-        if (result.outcome === "ambiguous") await this.record(facts, slug, "not-flagged", null);
+        if (result.outcome === "ambiguous") await this.record(this.ctx.sql, facts, slug, "not-flagged", null);
         return;
       }
-      if (!decision.failed) return void (await this.record(facts, slug, "not-flagged", null));
+      if (!decision.failed) return void (await this.record(this.ctx.sql, facts, slug, "not-flagged", null));
       verdict = { outcome: "matched", evidence: result.evidence ?? { messageIndex: null, excerpt: decision.reason.slice(0, 160) }, reason: decision.reason || result.reason };
     }
-    const claimed = await this.record(facts, slug, "matched", null);
-    if (!claimed) return;
-    const score = await this.writeFlag(facts, slug, verdict);
-    await this.ctx.sql`UPDATE trace_detector_runs SET score_id = ${score} WHERE project_id = ${facts.projectId} AND trace_id = ${facts.trace.traceId} AND detector = ${slug}`;
+    await this.writeFlag(facts, slug, verdict);
   }
 
   /**
    * Records a detector's verdict on a trace; true when this call made it `matched` (the trace was not
-   * flagged by it before), which is what allows writing the flag.
+   * flagged by it before), which is what allows writing the flag, in the same transaction.
    */
-  private async record(facts: TraceFacts, detector: string, outcome: "matched" | "not-flagged", scoreId: string | null): Promise<boolean> {
-    const rows = await this.ctx.sql`
+  private async record(sql: Queryable, facts: TraceFacts, detector: string, outcome: "matched" | "not-flagged", scoreId: string | null): Promise<boolean> {
+    const rows = await sql`
       INSERT INTO trace_detector_runs (project_id, trace_id, detector, outcome, score_id)
       VALUES (${facts.projectId}, ${facts.trace.traceId}, ${detector}, ${outcome}, ${scoreId})
-      ON CONFLICT (project_id, trace_id, detector) DO UPDATE SET outcome = excluded.outcome, created_at = now()
+      ON CONFLICT (project_id, trace_id, detector) DO UPDATE SET outcome = excluded.outcome, score_id = excluded.score_id, created_at = now()
         WHERE trace_detector_runs.outcome <> 'matched' AND excluded.outcome = 'matched'
       RETURNING outcome`;
     return outcome === "matched" && rows.length === 1;
   }
 
-  /** A published SYSTEM annotation naming the flagger and quoting the evidence, anchored at it. */
-  private async writeFlag(facts: TraceFacts, slug: FlaggerSlug, result: FlaggerResult): Promise<string> {
+  /**
+   * A published SYSTEM annotation naming the flagger and quoting the evidence, anchored at it; written in
+   * the transaction that marks the trace flagged, so a crash leaves both or neither.
+   */
+  private async writeFlag(facts: TraceFacts, slug: FlaggerSlug, result: FlaggerResult): Promise<void> {
     const evidence: Evidence = result.evidence ?? { messageIndex: null, excerpt: "" };
     const where = evidence.messageIndex === null ? "" : ` in message ${evidence.messageIndex}`;
     const feedback = `[${slug}] ${capitalize(result.reason)}${where}: "${evidence.excerpt}"`;
-    const record = await this.store.insert({
-      id: newId(),
+    const id = newId();
+    const flag = {
+      id,
       organizationId: facts.organizationId,
       projectId: facts.projectId,
       source: "annotation",
@@ -227,8 +229,8 @@ export class TraceDetectors {
       metadata: { rawFeedback: feedback, flagger: slug, ...(evidence.messageIndex === null ? {} : { messageIndex: evidence.messageIndex }) },
       annotatorId: null,
       draftedAt: null,
-    });
-    return record.id;
+    } satisfies NewScore;
+    await this.store.insertClaimed(flag, (tx) => this.record(tx, facts, slug, "matched", id));
   }
 
   /** A custom signal's evaluation on a trace that passes its filters: one evaluation score per trace. */
@@ -248,13 +250,9 @@ export class TraceDetectors {
       failed = decision.failed;
       feedback = decision.reason || (failed ? `${evaluation.name}: criteria met` : `${evaluation.name}: criteria not met`);
     }
-    const [claimed] = await this.ctx.sql`
-      INSERT INTO trace_detector_runs (project_id, trace_id, detector, outcome)
-      VALUES (${facts.projectId}, ${facts.trace.traceId}, ${`evaluation:${evaluation.id}`}, ${failed ? "matched" : "not-flagged"})
-      ON CONFLICT DO NOTHING RETURNING detector`;
-    if (!claimed) return;
-    const record = await this.store.insert({
-      id: newId(),
+    const id = newId();
+    const verdict = {
+      id,
       organizationId: facts.organizationId,
       projectId: facts.projectId,
       source: "evaluation",
@@ -274,10 +272,15 @@ export class TraceDetectors {
       metadata: { evaluationHash: evaluation.hash },
       annotatorId: null,
       draftedAt: null,
+    } satisfies NewScore;
+    // One verdict per trace and evaluation, claimed in the transaction that writes it.
+    await this.store.insertClaimed(verdict, async (tx) => {
+      const claimed = await tx`
+        INSERT INTO trace_detector_runs (project_id, trace_id, detector, outcome, score_id)
+        VALUES (${facts.projectId}, ${facts.trace.traceId}, ${`evaluation:${evaluation.id}`}, ${failed ? "matched" : "not-flagged"}, ${id})
+        ON CONFLICT DO NOTHING RETURNING detector`;
+      return claimed.length === 1;
     });
-    await this.ctx.sql`
-      UPDATE trace_detector_runs SET score_id = ${record.id}
-      WHERE project_id = ${facts.projectId} AND trace_id = ${facts.trace.traceId} AND detector = ${`evaluation:${evaluation.id}`}`;
   }
 
   private async passesFilters(facts: TraceFacts, filters: FilterSet): Promise<boolean> {

@@ -6,7 +6,7 @@ import { OTLPLogExporter } from "@opentelemetry/exporter-logs-otlp-http";
 import { BatchLogRecordProcessor, LoggerProvider } from "@opentelemetry/sdk-logs";
 import type { Vigil } from "../src/server";
 import { flaggerSlugs, type FlaggerSlug } from "../src/modules/projects/model";
-import { TraceDetectors } from "../src/modules/signals/detectors";
+import { detectorRetryQueue, TraceDetectors } from "../src/modules/signals/detectors";
 import { runFlaggers } from "../src/modules/signals/flaggers";
 import { signalsRuntime } from "../src/modules/signals/runtime";
 import { loadTraceFacts, loadTracesFacts } from "../src/modules/signals/trace-facts";
@@ -367,6 +367,47 @@ describe("on quiet traces", () => {
     // The judge says both forgetting and bluffing failed; only forgetting (100%) asked it, bluffing (0%) never does.
     const flagged = (await flags(traceId)).map((flag) => flag.metadata.flagger).sort();
     expect(flagged).toEqual(["forgetting"]);
+  });
+
+  test("a project whose detectors fail in a scan is queued to run again in the scan's transaction; the queued run flags its traces", async () => {
+    const other = await bootstrapAccount(own.url);
+    const project = await other.client.projects.get(other.account.projectSlug);
+    const failing = { organizationId: project.organizationId, projectId: project.id };
+    const { traceId } = await insertScoredTrace(own.ctx, { ...failing, input: [text("user", "the order as JSON")], output: [text("assistant", '{"order": 7, "sta')] });
+    const watermark = async () => (await own.ctx.sql<{ scanned_until: Date }[]>`SELECT scanned_until FROM quiet_trace_scan`)[0]!.scanned_until.getTime();
+    const retries = async () => [
+      ...(await own.ctx.sql<{ data: unknown; start_after: Date }[]>`
+        SELECT data, start_after FROM pgboss.job WHERE name = ${detectorRetryQueue} AND data->>'projectId' = ${failing.projectId}`),
+    ];
+    await own.ctx.sql`
+      INSERT INTO quiet_trace_scan (scanned_until) VALUES (now() - interval '1 minute')
+      ON CONFLICT (id) DO UPDATE SET scanned_until = excluded.scanned_until, scanned_through_trace = '{}'`;
+    const before = await watermark();
+    const liftScores = await refuseScoresOf(own.ctx, traceId);
+    const quietAt = new Date(Date.now() + 1_000_000);
+
+    // The scan fails after queueing the retry and before moving the watermark: neither stays.
+    await own.ctx.sql.unsafe(`
+      CREATE OR REPLACE FUNCTION test_refuse_scan() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'scan refused by the test'; END $$;
+      CREATE TRIGGER refuse_scan BEFORE UPDATE ON quiet_trace_scan FOR EACH ROW EXECUTE FUNCTION test_refuse_scan();`);
+    await expect(detectors.scan(quietAt)).rejects.toThrow("scan refused by the test");
+    await own.ctx.sql.unsafe(`DROP TRIGGER refuse_scan ON quiet_trace_scan`);
+    expect([await retries(), await watermark()]).toEqual([[], before]);
+
+    // The scan goes on past the failing project with its traces queued, to start a minute later.
+    expect(await detectors.scan(quietAt)).toBeGreaterThanOrEqual(1);
+    expect(await watermark()).toBeGreaterThan(before);
+    expect(await flags(traceId)).toHaveLength(0);
+    const [queued, ...more] = await retries();
+    expect(more).toEqual([]);
+    expect(queued!.data).toEqual({ ...failing, traceIds: [traceId] });
+    expect(queued!.start_after.getTime()).toBeGreaterThan(Date.now() + 30_000);
+
+    // Once the store takes scores again, the queued run (brought forward) flags the trace, once.
+    await liftScores();
+    await own.ctx.sql`UPDATE pgboss.job SET start_after = now() WHERE name = ${detectorRetryQueue} AND data->>'projectId' = ${failing.projectId}`;
+    for (let waited = 0; (await flags(traceId)).length === 0 && waited < 30_000; waited += 250) await Bun.sleep(250);
+    expect((await flags(traceId)).map((flag) => flag.metadata.flagger)).toEqual(["output-schema-validation"]);
   });
 
   test("one insert stamping more traces than a scan takes: the following scans resume inside its instant and examine each trace once", async () => {

@@ -1,4 +1,5 @@
-import { PgBoss } from "pg-boss";
+import { PgBoss, type Db } from "pg-boss";
+import type { Queryable } from "../db/postgres";
 import type { Logger } from "../lib/log";
 
 export type Boss = PgBoss;
@@ -30,3 +31,8 @@ export async function scheduleJob(boss: Boss, name: string, cron: string, run: (
     }
   });
 }
+
+/** A PostgreSQL transaction as pg-boss's database: a job sent through it commits or rolls back with the transaction. */
+export const inTransaction = (tx: Queryable): Db => ({
+  executeSql: async (text: string, values: unknown[] = []) => ({ rows: await tx.unsafe(text, values as never[]) }),
+});

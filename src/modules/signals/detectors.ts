@@ -1,6 +1,7 @@
 import type { LanguageModel } from "ai";
 import type { Context } from "../../context";
 import type { Queryable } from "../../db/postgres";
+import { inTransaction } from "../../jobs/boss";
 import { newId } from "../../lib/ids";
 import { RateLimiter } from "../../lib/rate-limit";
 import { flaggerSlugs, type FlaggerSlug } from "../projects/model";
@@ -23,6 +24,16 @@ export const judgeCallsPerMinute = 30;
 const firstScanLookbackMs = 3_600_000;
 /** Quiet traces one scan examines at most. */
 export const defaultTraceBatch = 2_000;
+/** The queue of a project's quiet traces whose detectors failed during a scan, run again later. */
+export const detectorRetryQueue = "signal-detectors-retry";
+/** First retry of a failed project batch after this long (then doubling, five times): a failure is usually a store briefly unavailable. */
+const retryDelaySeconds = 60;
+
+export interface DetectorRetryJob {
+  organizationId: string;
+  projectId: string;
+  traceIds: string[];
+}
 
 interface EvaluationRow {
   id: string;
@@ -106,10 +117,13 @@ export class TraceDetectors {
       const traces = await result.json<{ organization_id: string; project_id: string; trace_id: string; last_ms: number }>();
       const byProject = Map.groupBy(traces, (trace) => `${trace.organization_id}\u0000${trace.project_id}`);
       for (const group of byProject.values()) {
+        const job: DetectorRetryJob = { organizationId: group[0]!.organization_id, projectId: group[0]!.project_id, traceIds: group.map((trace) => trace.trace_id) };
         try {
-          await this.runTraces(group[0]!.organization_id, group[0]!.project_id, group.map((trace) => trace.trace_id));
+          await this.runTraces(job.organizationId, job.projectId, job.traceIds);
         } catch (error) {
-          this.ctx.log.warn("trace detectors failed", { projectId: group[0]!.project_id, error: error as Error });
+          this.ctx.log.warn("trace detectors failed; the project's traces are queued to run again", { projectId: job.projectId, traces: job.traceIds.length, error: error as Error });
+          // In the scan's transaction: the watermark moves past these traces only with their retry queued.
+          await this.ctx.boss.send(detectorRetryQueue, job, { db: inTransaction(tx), startAfter: retryDelaySeconds, retryLimit: 5, retryDelay: retryDelaySeconds, retryBackoff: true });
         }
       }
       // A full batch ends inside the traces stamped with its last instant: the next scan resumes after its last trace.

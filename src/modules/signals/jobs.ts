@@ -1,7 +1,7 @@
 import type { Context } from "../../context";
 import { scheduleJob } from "../../jobs/boss";
 import { refreshAlignment } from "./alignment";
-import { TraceDetectors } from "./detectors";
+import { detectorRetryQueue, TraceDetectors, type DetectorRetryJob } from "./detectors";
 import { runSignalsExport, signalsExportQueue } from "./export";
 import { signalsRuntime } from "./runtime";
 
@@ -12,6 +12,11 @@ export async function startSignalJobs(ctx: Context) {
   await scheduleJob(ctx.boss, "signal-discovery", "* * * * *", () => discovery.drain(), ctx.log);
   const detectors = new TraceDetectors(ctx);
   await scheduleJob(ctx.boss, "signal-detectors", "* * * * *", () => detectors.scanUntilCaughtUp(), ctx.log);
+  await ctx.boss.createQueue(detectorRetryQueue);
+  // A throw leaves the job to pg-boss's retries (flags and verdicts already written are not written twice).
+  await ctx.boss.work<DetectorRetryJob>(detectorRetryQueue, async ([job]) => {
+    if (job) await detectors.runTraces(job.data.organizationId, job.data.projectId, job.data.traceIds);
+  });
   await scheduleJob(ctx.boss, "signal-names", "*/15 * * * *", () => discovery.renameStale(), ctx.log);
   await scheduleJob(ctx.boss, "evaluation-alignment", "* * * * *", () => refreshAlignment(ctx.sql), ctx.log);
   await ctx.boss.createQueue(signalsExportQueue);

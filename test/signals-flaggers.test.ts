@@ -369,6 +369,23 @@ describe("on quiet traces", () => {
     expect(flagged).toEqual(["forgetting"]);
   });
 
+  test("the judge reads a long conversation's start and its end", async () => {
+    const patched = await fetch(`${own.url}/v1/projects/${slug}`, {
+      method: "PATCH",
+      headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ flaggers: { forgetting: { sampling: 100 } } }),
+    });
+    expect(patched.status).toBe(200);
+    // Far more than the judge reads: the colour the agent then forgets is told at the end.
+    const { traceId } = await insertScoredTrace(own.ctx, {
+      ...ownTenant,
+      input: [text("user", "Let me tell you about my week first. ".repeat(1500)), text("user", "My favourite colour is navy blue. Which colour do I like?")],
+      output: [text("assistant", "You like red.")],
+    });
+    await detectors.runTrace(ownTenant.organizationId, ownTenant.projectId, traceId);
+    expect((await flags(traceId)).map((flag) => flag.metadata.flagger)).toContain("forgetting");
+  });
+
   test("a project whose detectors fail in a scan is queued to run again in the scan's transaction; the queued run flags its traces", async () => {
     const other = await bootstrapAccount(own.url);
     const project = await other.client.projects.get(other.account.projectSlug);

@@ -18,6 +18,17 @@ export interface JudgeVerdict {
   reason: string;
 }
 
+/** Characters of a conversation a judge reads at most. */
+const judgeTranscriptChars = 24_000;
+
+/** A long conversation's first third and last two thirds of what the judge reads: how it went, and how it ended. */
+export function judgeExcerpt(transcript: string): string {
+  if (transcript.length <= judgeTranscriptChars) return transcript;
+  const head = transcript.slice(0, judgeTranscriptChars / 3);
+  const tail = transcript.slice(transcript.length - (judgeTranscriptChars * 2) / 3);
+  return `${head}\n[… ${transcript.length - head.length - tail.length} characters left out …]\n${tail}`;
+}
+
 /**
  * Asks the model whether a conversation shows the failure the criteria describe. The model answers
  * with a JSON object `{failed, reason}`; anything else counts as not failed, with the answer as reason.
@@ -30,7 +41,7 @@ export async function judge(model: LanguageModel, criteria: string, transcript: 
     system:
       "You review a conversation between a user and an AI agent. Decide whether it shows the failure described by the criteria. " +
       'Answer with only a JSON object: {"failed": true|false, "reason": "<one sentence quoting the evidence>"}.',
-    prompt: `Criteria:\n${criteria}\n\nConversation:\n${transcript.slice(0, 24_000)}`,
+    prompt: `Criteria:\n${criteria}\n\nConversation:\n${judgeExcerpt(transcript)}`,
   });
   const json = text.slice(text.indexOf("{"), text.lastIndexOf("}") + 1);
   try {

@@ -11,12 +11,12 @@ export async function startSignalJobs(ctx: Context) {
   // Each process drains with SKIP LOCKED, so ticks that overlap across processes split the events.
   await scheduleJob(ctx.boss, "signal-discovery", "* * * * *", () => discovery.drain(), ctx.log);
   const detectors = new TraceDetectors(ctx);
-  await scheduleJob(ctx.boss, "signal-detectors", "* * * * *", () => detectors.scanUntilCaughtUp(), ctx.log);
+  // Before the scan that queues into it. A throw leaves the job to pg-boss's retries (flags and verdicts already written are not written twice).
   await ctx.boss.createQueue(detectorRetryQueue);
-  // A throw leaves the job to pg-boss's retries (flags and verdicts already written are not written twice).
   await ctx.boss.work<DetectorRetryJob>(detectorRetryQueue, async ([job]) => {
     if (job) await detectors.runTraces(job.data.organizationId, job.data.projectId, job.data.traceIds);
   });
+  await scheduleJob(ctx.boss, "signal-detectors", "* * * * *", () => detectors.scanUntilCaughtUp(), ctx.log);
   await scheduleJob(ctx.boss, "signal-names", "*/15 * * * *", () => discovery.renameStale(), ctx.log);
   await scheduleJob(ctx.boss, "evaluation-alignment", "* * * * *", () => refreshAlignment(ctx.sql), ctx.log);
   await ctx.boss.createQueue(signalsExportQueue);

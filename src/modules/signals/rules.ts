@@ -36,6 +36,7 @@ export function invalidPattern(rule: Rule): { index: number; reason: string } | 
   }
   return null;
 }
+
 type Comparison = "gt" | "gte" | "lt" | "lte";
 
 const compare = (left: number, operator: Comparison, right: number) =>

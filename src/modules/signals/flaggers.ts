@@ -183,9 +183,9 @@ function trashing(facts: TraceFacts): FlaggerResult {
   return noMatch;
 }
 
-/** Strong (matched) and weak (ambiguous) phrase patterns of a role. */
-function patterns(role: string, strong: RegExp[], weak: RegExp[]) {
-  return (roleMessages: RoleMessages, reason: string): FlaggerResult => {
+/** A flagger of strong (matched) and weak (ambiguous) phrase patterns in a role's messages, flagging for `reason`. */
+function patterns(role: string, reason: string, strong: RegExp[], weak: RegExp[]) {
+  return (_facts: TraceFacts, roleMessages: RoleMessages): FlaggerResult => {
     const sure = findPattern(roleMessages, role, strong);
     if (sure) return { outcome: "matched", evidence: sure, reason };
     const maybe = findPattern(roleMessages, role, weak);
@@ -195,17 +195,19 @@ function patterns(role: string, strong: RegExp[], weak: RegExp[]) {
 
 const jailbreaking = patterns(
   "user",
+  "an attempt to override the agent's instructions",
   [/\bignore (all |any )?(the |your )?(previous|prior|above) (instructions|rules|prompts?)\b/i, /\b(DAN|do anything now) mode\b/i, /\bdeveloper mode (enabled|on)\b/i, /\bpretend (that )?you have no (rules|restrictions|guidelines)\b/i],
   [/\bsystem prompt\b/i, /\bjailbreak/i, /\bwithout (any )?(restrictions|filters)\b/i, /\broleplay as\b/i],
 );
 const nsfw = patterns(
   "user",
+  "not-safe-for-work content",
   [/\b(porn|pornographic|explicit sex|sexual content involving|nude (photos|pictures) of)\b/i],
   [/\b(nsfw|sexy|erotic|naked|gore)\b/i],
 );
-const frustration = patterns("user", [], [/\b(this is (useless|ridiculous|terrible)|you('re| are) (useless|not listening|wrong again)|i already (told|said)|are you even|wtf|what the hell|come on|for the (last|third) time)\b/i, /!{3,}/]);
-const refusal = patterns("assistant", [], [/\b(i('m| am) (sorry|afraid),? (but )?i (can('|no)t|won't|am unable to)|i can('|no)t (help|assist) with (that|this)|i('m| am) (not able|unable) to (help|assist|do that))\b/i]);
-const laziness = patterns("assistant", [], [/\b(you can (do|finish|complete) (it|this|the rest) yourself|left as an exercise|\.\.\. ?\(rest (omitted|of the code)\)|\/\/ (rest of|remaining) (the )?(code|implementation)|todo: implement|i'll leave (that|the rest) to you)\b/i]);
+const frustration = patterns("user", "a frustrated user", [], [/\b(this is (useless|ridiculous|terrible)|you('re| are) (useless|not listening|wrong again)|i already (told|said)|are you even|wtf|what the hell|come on|for the (last|third) time)\b/i, /!{3,}/]);
+const refusal = patterns("assistant", "a refusal", [], [/\b(i('m| am) (sorry|afraid),? (but )?i (can('|no)t|won't|am unable to)|i can('|no)t (help|assist) with (that|this)|i('m| am) (not able|unable) to (help|assist|do that))\b/i]);
+const laziness = patterns("assistant", "the agent leaving the work to the user", [], [/\b(you can (do|finish|complete) (it|this|the rest) yourself|left as an exercise|\.\.\. ?\(rest (omitted|of the code)\)|\/\/ (rest of|remaining) (the )?(code|implementation)|todo: implement|i'll leave (that|the rest) to you)\b/i]);
 
 const deterministic: Partial<Record<FlaggerSlug, (facts: TraceFacts, roleMessages: RoleMessages) => FlaggerResult>> = {
   "tool-call-errors": toolCallErrors,
@@ -214,11 +216,11 @@ const deterministic: Partial<Record<FlaggerSlug, (facts: TraceFacts, roleMessage
   "low-cache-hit-rate": lowCacheHitRate,
   "pii-leakage": piiLeakage,
   trashing,
-  jailbreaking: (_facts, roleMessages) => jailbreaking(roleMessages, "an attempt to override the agent's instructions"),
-  nsfw: (_facts, roleMessages) => nsfw(roleMessages, "not-safe-for-work content"),
-  frustration: (_facts, roleMessages) => frustration(roleMessages, "a frustrated user"),
-  refusal: (_facts, roleMessages) => refusal(roleMessages, "a refusal"),
-  laziness: (_facts, roleMessages) => laziness(roleMessages, "the agent leaving the work to the user"),
+  jailbreaking,
+  nsfw,
+  frustration,
+  refusal,
+  laziness,
 };
 
 /**

@@ -22,7 +22,7 @@ export interface JudgeVerdict {
 const judgeTranscriptChars = 24_000;
 
 /** A long conversation's first third and last two thirds of what the judge reads: how it went, and how it ended. */
-export function judgeExcerpt(transcript: string): string {
+function judgeExcerpt(transcript: string): string {
   if (transcript.length <= judgeTranscriptChars) return transcript;
   const head = transcript.slice(0, judgeTranscriptChars / 3);
   const tail = transcript.slice(transcript.length - (judgeTranscriptChars * 2) / 3);
